@@ -1,0 +1,53 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run    install ddp-tui (with the trainer) into .venv and start the app on the local scheduler
+#   make test   install the test dependencies (apt + pip) and run the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: run test check lint format typecheck bench clean install install-test-deps
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torchvision imports only with the registry's default torch build (see README), so pin both.
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,trainer]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/ddp-tui
+
+install-test-deps:
+	bash scripts/install-test-deps.sh
+
+# pytest exits 5 when it collected nothing; that is a failure of the suite, not success,
+# but it must not hide behind a generic error either: say it plainly.
+test: install-test-deps $(STAMP)
+	$(PY) -m pytest -ra $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format src tests benchmarks
+	$(VENV)/bin/ruff check --fix src tests benchmarks
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+check: lint typecheck test
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_trainer.py
+	$(PY) benchmarks/bench_refresh.py
+	$(PY) benchmarks/bench_tui.py
+	$(PY) benchmarks/bench_remote.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

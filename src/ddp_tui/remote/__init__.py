@@ -1,0 +1,1 @@
+"""ddp_tui.remote"""

@@ -1,0 +1,260 @@
+"""Run commands and touch files on the machine that holds the runs.
+
+One interface, two implementations: :class:`LocalExecutor` here, and the SSH one in
+``ssh.py``. Everything that talks to a cluster goes through an ``Executor`` so the
+same code serves the login node and a laptop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat as stat_mod
+import subprocess
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ExecutorError(Exception):
+    """The executor itself failed: a lost connection, a missing program, a timeout."""
+
+
+class CommandTimeout(ExecutorError):
+    """A command ran past its timeout and was killed."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mtime: float
+    is_dir: bool
+    inode: int = 0
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """A request for the bytes of ``path`` from ``offset`` (at most ``max_bytes``)."""
+
+    path: str
+    offset: int = 0
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """What a :class:`FileRead` found; ``stat`` is None when the file does not exist."""
+
+    request: FileRead
+    data: bytes
+    stat: FileStat | None = None
+
+
+@dataclass
+class Batch:
+    """Commands and file reads that a refresh needs, answered together.
+
+    Over SSH the whole batch is one round trip; locally it is a plain loop.
+    """
+
+    commands: list[Sequence[str]] = field(default_factory=list)
+    reads: list[FileRead] = field(default_factory=list)
+
+
+@dataclass
+class BatchResult:
+    commands: list[CommandResult]
+    reads: list[ReadResult]
+
+
+class Executor(ABC):
+    """Where commands run and run directories live."""
+
+    #: Shown in the header: "local", or "user@host".
+    description: str = "local"
+
+    @abstractmethod
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = 60.0,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        """Run ``argv`` (never a shell string) and return its exit code and output."""
+
+    @abstractmethod
+    def read_range(self, path: str, offset: int = 0, max_bytes: int | None = None) -> bytes:
+        """Bytes of ``path`` from ``offset``; raises FileNotFoundError if absent."""
+
+    @abstractmethod
+    def write_atomic(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Write ``path`` so that readers see the old or the new content, never half."""
+
+    @abstractmethod
+    def makedirs(self, path: str) -> None:
+        """Create ``path`` and its parents; existing is fine."""
+
+    @abstractmethod
+    def listdir(self, path: str) -> list[str]:
+        """Names in ``path``; raises FileNotFoundError if absent."""
+
+    @abstractmethod
+    def stat(self, path: str) -> FileStat | None:
+        """Size and mtime of ``path``, or None when it does not exist."""
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Rename ``src`` to ``dst`` atomically (same filesystem)."""
+
+    @abstractmethod
+    def remove_tree(self, path: str) -> None:
+        """Delete ``path`` recursively; absent is fine."""
+
+    @abstractmethod
+    def upload_tree(self, local_src: Path, dst: str) -> None:
+        """Copy the local directory ``local_src`` to ``dst`` on the target."""
+
+    def append(self, path: str, data: bytes) -> None:
+        """Append ``data`` to ``path`` (read-modify-write; small files only)."""
+        try:
+            old = self.read_range(path)
+        except FileNotFoundError:
+            old = b""
+        self.write_atomic(path, old + data)
+
+    def run_batch(self, batch: Batch, *, timeout: float = 60.0) -> BatchResult:
+        """Answer every command and read of ``batch``; subclasses make it one round trip."""
+        results = [self.run(argv, timeout=timeout) for argv in batch.commands]
+        reads: list[ReadResult] = []
+        for req in batch.reads:
+            st = self.stat(req.path)
+            if st is None or st.is_dir:
+                reads.append(ReadResult(req, b"", st))
+                continue
+            try:
+                data = self.read_range(req.path, req.offset, req.max_bytes)
+            except FileNotFoundError:
+                reads.append(ReadResult(req, b"", None))
+                continue
+            reads.append(ReadResult(req, data, st))
+        return BatchResult(results, reads)
+
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op locally
+        """Release connections."""
+
+    def which(self, program: str) -> bool:
+        """Whether ``program`` is on the target's PATH."""
+        res = self.run(["sh", "-c", 'command -v "$0" >/dev/null 2>&1', program], timeout=10)
+        return res.ok
+
+
+class LocalExecutor(Executor):
+    """Commands and files on this machine."""
+
+    description = "local"
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = 60.0,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        full_env = None
+        if env is not None:
+            full_env = dict(os.environ)
+            full_env.update(env)
+        try:
+            proc = subprocess.run(
+                list(argv),
+                input=stdin,
+                capture_output=True,
+                timeout=timeout,
+                env=full_env,
+                cwd=cwd,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise ExecutorError(f"{argv[0]}: command not found") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise CommandTimeout(f"{argv[0]} did not finish within {timeout:g} s") from exc
+        return CommandResult(
+            tuple(argv),
+            proc.returncode,
+            proc.stdout.decode("utf-8", "replace"),
+            proc.stderr.decode("utf-8", "replace"),
+        )
+
+    def read_range(self, path: str, offset: int = 0, max_bytes: int | None = None) -> bytes:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read() if max_bytes is None else fh.read(max_bytes)
+
+    def write_atomic(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        directory = os.path.dirname(path) or "."
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def stat(self, path: str) -> FileStat | None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return FileStat(st.st_size, st.st_mtime, stat_mod.S_ISDIR(st.st_mode), st.st_ino)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.rename(src, dst)
+
+    def remove_tree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def upload_tree(self, local_src: Path, dst: str) -> None:
+        shutil.copytree(
+            local_src,
+            dst,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
+
+    def append(self, path: str, data: bytes) -> None:
+        # O_APPEND writes of one small line are atomic on local filesystems.
+        with open(path, "ab") as fh:
+            fh.write(data)
+            fh.flush()
+

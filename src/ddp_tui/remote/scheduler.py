@@ -1,0 +1,85 @@
+"""The interface every scheduler backend offers: Slurm, and the embedded local one."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ddp_tui.remote.states import JobState
+
+
+class SchedulerError(Exception):
+    """A scheduler command failed; ``message`` is the tool's own words."""
+
+    def __init__(self, message: str, *, argv: Sequence[str] = (), returncode: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.argv = tuple(argv)
+        self.returncode = returncode
+
+
+class SchedulerUnavailable(SchedulerError):
+    """The controller cannot be reached (e.g. "Unable to contact slurm controller")."""
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job_id: str
+    state: JobState
+    raw_state: str = ""
+    reason: str = ""
+    nodes: int = 0
+    node_list: str = ""
+    elapsed_sec: float = 0.0
+    exit_code: int | None = None
+    start: str = ""
+    end: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    name: str
+    nodes: int
+    gpus_per_node: int
+    cpus_per_node: int
+    max_time_min: int | None  # None: unlimited
+    max_nodes: int | None
+    is_default: bool = False
+    states: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Scheduler(ABC):
+    """Submit, poll, cancel and requeue jobs. One poll costs at most two commands."""
+
+    #: "slurm" or "local"
+    name: str
+
+    @abstractmethod
+    def submit(self, script_path: str, run_dir: str) -> str:
+        """Submit ``script_path`` with the run directory as working directory; returns the job id."""
+
+    @abstractmethod
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """States of ``job_ids`` (missing ids: unknown). At most one squeue and one sacct."""
+
+    @abstractmethod
+    def cancel(self, job_id: str) -> None:
+        """Cancel a queued or running job."""
+
+    @abstractmethod
+    def requeue(self, job_id: str) -> None:
+        """Put a running job back in the queue (preemption)."""
+
+    @abstractmethod
+    def version(self) -> str:
+        """A short version string for the header."""
+
+    @abstractmethod
+    def partitions(self) -> list[PartitionInfo]:
+        """The partitions the user can submit to."""
+
+    def accounting(self, job_id: str) -> str:
+        """The accounting summary text saved as ``sacct.txt``; empty if none."""
+        return ""

@@ -1,0 +1,117 @@
+"""Every Slurm job state, mapped to the few states the app shows."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class JobState(str, Enum):
+    """The app's job states. Local jobs use the same ones."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    REQUEUED = "REQUEUED"
+    SUSPENDED = "SUSPENDED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+    @property
+    def is_active(self) -> bool:
+        """Queued or running: the job may still produce output."""
+        return self in ACTIVE_STATES
+
+
+TERMINAL_STATES = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.OUT_OF_MEMORY,
+        JobState.NODE_FAIL,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+    }
+)
+ACTIVE_STATES = frozenset(
+    {
+        JobState.PENDING,
+        JobState.RUNNING,
+        JobState.COMPLETING,
+        JobState.REQUEUED,
+        JobState.SUSPENDED,
+        JobState.PREEMPTED,
+    }
+)
+
+# Every state squeue/sacct can print (long and compact forms), from Slurm's
+# job_state_string(); the base state decides, flags such as "+" are stripped.
+_SLURM_STATES: dict[str, JobState] = {
+    "PENDING": JobState.PENDING,
+    "PD": JobState.PENDING,
+    "CONFIGURING": JobState.PENDING,
+    "CF": JobState.PENDING,
+    "REQUEUE_HOLD": JobState.PENDING,
+    "RH": JobState.PENDING,
+    "REQUEUE_FED": JobState.PENDING,
+    "RF": JobState.PENDING,
+    "RESV_DEL_HOLD": JobState.PENDING,
+    "RD": JobState.PENDING,
+    "RUNNING": JobState.RUNNING,
+    "R": JobState.RUNNING,
+    "SIGNALING": JobState.RUNNING,
+    "SI": JobState.RUNNING,
+    "STAGE_OUT": JobState.RUNNING,
+    "SO": JobState.RUNNING,
+    "RESIZING": JobState.RUNNING,
+    "RS": JobState.RUNNING,
+    "COMPLETING": JobState.COMPLETING,
+    "CG": JobState.COMPLETING,
+    "COMPLETED": JobState.COMPLETED,
+    "CD": JobState.COMPLETED,
+    "FAILED": JobState.FAILED,
+    "F": JobState.FAILED,
+    "SPECIAL_EXIT": JobState.FAILED,
+    "SE": JobState.FAILED,
+    "CANCELLED": JobState.CANCELLED,
+    "CA": JobState.CANCELLED,
+    "REVOKED": JobState.CANCELLED,
+    "RV": JobState.CANCELLED,
+    "TIMEOUT": JobState.TIMEOUT,
+    "TO": JobState.TIMEOUT,
+    "OUT_OF_MEMORY": JobState.OUT_OF_MEMORY,
+    "OOM": JobState.OUT_OF_MEMORY,
+    "NODE_FAIL": JobState.NODE_FAIL,
+    "NF": JobState.NODE_FAIL,
+    "PREEMPTED": JobState.PREEMPTED,
+    "PR": JobState.PREEMPTED,
+    "REQUEUED": JobState.REQUEUED,
+    "RQ": JobState.REQUEUED,
+    "SUSPENDED": JobState.SUSPENDED,
+    "S": JobState.SUSPENDED,
+    "STOPPED": JobState.SUSPENDED,
+    "ST": JobState.SUSPENDED,
+    "BOOT_FAIL": JobState.BOOT_FAIL,
+    "BF": JobState.BOOT_FAIL,
+    "DEADLINE": JobState.DEADLINE,
+    "DL": JobState.DEADLINE,
+}
+
+
+def from_slurm(raw: str) -> JobState:
+    """Map a squeue/sacct state ("CANCELLED by 0", "RUNNING+", "F") to a JobState."""
+    base = raw.strip().split(" ", 1)[0].rstrip("+*").upper()
+    return _SLURM_STATES.get(base, JobState.UNKNOWN)

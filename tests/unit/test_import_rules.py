@@ -1,0 +1,102 @@
+"""The import rules from DESIGN.md, checked in fresh interpreters through sys.modules.
+
+A fresh subprocess is the only honest check: inside pytest, other tests have
+already imported textual and torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "ddp_tui"
+
+
+def _modules_after_import(module: str) -> set[str]:
+    code = f"import json, sys; import {module}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _top(mods: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in mods}
+
+
+HEADLESS = ["ddp_tui.spec", "ddp_tui.results", "ddp_tui.config", "ddp_tui.remote.cluster"]
+
+
+@pytest.mark.parametrize("module", HEADLESS)
+def test_headless_core_never_imports_textual_or_torch(module: str) -> None:
+    tops = _top(_modules_after_import(module))
+    assert "textual" not in tops, f"{module} pulled in textual"
+    assert "torch" not in tops, f"{module} pulled in torch"
+
+
+def test_remote_package_never_imports_textual() -> None:
+    remote = sorted(
+        f"ddp_tui.remote.{p.stem}" for p in (SRC / "remote").glob("*.py") if p.stem != "__init__"
+    )
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {remote!r}: importlib.import_module(m)\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    tops = _top(set(json.loads(out.stdout.strip().splitlines()[-1])))
+    assert "textual" not in tops
+    assert "torch" not in tops
+
+
+def test_app_entry_point_never_imports_torch() -> None:
+    mods = _modules_after_import("ddp_tui.cli")
+    assert "torch" not in _top(mods)
+    assert "torchvision" not in _top(mods)
+
+
+def test_trainer_imports_nothing_else_from_ddp_tui() -> None:
+    """Static check over every trainer module (it is copied alone into each run dir)."""
+    allowed_ddp = ("ddp_tui.trainer", "ddp_tui")
+    offenders: list[str] = []
+    for path in (SRC / "trainer").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top == "ddp_tui" and not name.startswith(allowed_ddp[0]) and name != "ddp_tui":
+                    offenders.append(f"{path.name}: {name}")
+                if top in {"textual", "pandas", "paramiko", "jinja2", "rich"}:
+                    offenders.append(f"{path.name}: {name}")
+    assert not offenders, offenders
+
+
+def test_trainer_runs_from_a_bare_snapshot(tmp_path: Path) -> None:
+    """The trainer package alone (as copied into a run dir) imports without the rest."""
+    import shutil
+
+    code = tmp_path / "code" / "ddp_tui"
+    shutil.copytree(SRC / "trainer", code / "trainer")
+    shutil.copy(SRC / "__init__.py", code / "__init__.py")
+    out = subprocess.run(
+        [sys.executable, "-c", "import ddp_tui.trainer, sys; print(ddp_tui.trainer.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path / "code"), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert str(tmp_path) in out.stdout
