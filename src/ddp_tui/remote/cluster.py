@@ -1,21 +1,60 @@
 """The one facade the UI and the CLI use: submit, follow, compare, cancel, retry, verify.
 
-NOTE (lead): signatures are the contract; bodies are being filled in.
+It owns no state of its own beyond caches: the run directories are the truth, so the
+app on a login node and the app on a laptop see the same experiments.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ddp_tui.remote.executor import (
+    Batch,
+    Executor,
+    ExecutorError,
+    FileRead,
+    LocalExecutor,
+    ReadResult,
+)
+from ddp_tui.remote.local import LocalScheduler
+from ddp_tui.remote.runs import (
+    METRICS_FILE,
+    PROGRESS_FILE,
+    RUN_JSON,
+    SCRIPT_FILE,
+    RunInfo,
+    RunRef,
+    RunStore,
+)
+from ddp_tui.remote.scheduler import (
+    JobStatus,
+    PartitionInfo,
+    Scheduler,
+    SchedulerError,
+    SchedulerUnavailable,
+)
 from ddp_tui.remote.states import JobState
+from ddp_tui.remote.tail import (
+    LogReader,
+    MetricsReader,
+    ProgressReader,
+    collapse_carriage_returns,
+)
+from ddp_tui.sbatch_templates import render_preflight, render_training
+from ddp_tui.spec import ExperimentSpec, FieldError, SpecError, validate, validate_for_cluster
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ddp_tui.config import Profile
-    from ddp_tui.spec import ExperimentSpec, FieldError
+
+SACCT_FILE = "sacct.txt"
 
 
 class ValidationFailed(Exception):
@@ -111,61 +150,626 @@ class Check:
 
 
 class Cluster:
-    """Facade over an Executor, a Scheduler and a RunStore."""
+    """Facade over an Executor, a Scheduler and a RunStore.
+
+    Not thread-safe: the app drives it from one worker at a time.
+    """
+
+    def __init__(
+        self,
+        executor: Executor,
+        scheduler: Scheduler,
+        store: RunStore,
+        *,
+        profile: Profile,
+        location: str,
+    ) -> None:
+        self.executor = executor
+        self.scheduler = scheduler
+        self.store = store
+        self.profile = profile
+        self.location = location
+        self._version: str | None = None
+        self._partitions: list[PartitionInfo] | None = None
+        self._status: dict[str, JobStatus] = {}
+        self._final: dict[str, JobStatus] = {}  # run_id -> terminal status of its latest attempt
+        self._table: dict[str, _TableReaders] = {}
+        self._followers: dict[str, _Follower] = {}
+        self._connection = "ok"
+
+    # -- construction -------------------------------------------------------------------
 
     @classmethod
-    def open(cls, profile: Profile | None = None, *, host: str | None = None) -> Cluster:
-        """Connect as the profile says: local scheduler without Slurm, Slurm if on PATH, SSH with host."""
-        raise NotImplementedError
+    def open(
+        cls,
+        profile: Profile | None = None,
+        *,
+        host: str | None = None,
+        runs_root: str | None = None,
+        local_state_dir: str | None = None,
+        prompter: Any = None,
+        state_callback: Callable[[str], None] | None = None,
+    ) -> Cluster:
+        """Connect as the profile says: SSH with a host, Slurm when sbatch is on PATH, else
+        the embedded local scheduler."""
+        from ddp_tui.config import get_profile
 
-    location: str
+        profile = profile or get_profile(None)
+        host = host or profile.host
+        executor: Executor
+        if host:
+            from ddp_tui.remote.ssh import SSHExecutor
+
+            executor = SSHExecutor(host, prompter=prompter, state_callback=state_callback)
+        else:
+            executor = LocalExecutor()
+        kind = profile.scheduler
+        if kind == "auto":
+            kind = "slurm" if _has_slurm(executor) else "local"
+        scheduler: Scheduler
+        if kind == "slurm":
+            from ddp_tui.remote.slurm import SlurmScheduler
+
+            scheduler = SlurmScheduler(executor)
+            location = executor.description if host else "Slurm on this host"
+        else:
+            if host:
+                executor.close()
+                raise SchedulerError(
+                    f"{host} has no Slurm (sbatch is not on its PATH); "
+                    "the local scheduler runs on this machine only"
+                )
+            scheduler = LocalScheduler(local_state_dir, max_running=profile.local_max_concurrent)
+            location = "local scheduler"
+        root = runs_root or profile.runs_root
+        store = RunStore(executor, executor.expand_home(root))
+        return cls(executor, scheduler, store, profile=profile, location=location)
+
+    # -- compose ------------------------------------------------------------------------
+
+    def default_spec(self) -> ExperimentSpec:
+        """The profile's defaults; locally the job runs with this interpreter."""
+        from ddp_tui.config import default_spec
+
+        spec = default_spec(self.profile, scheduler=self.scheduler.name)
+        if self.scheduler.name == "local" and spec.python == "python3":
+            # The app's own interpreter has the trainer's torch when installed by `make run`.
+            spec = spec.replace(python=sys.executable)
+        return spec
+
+    def partitions(self) -> list[PartitionInfo]:
+        """sinfo's partitions, cached for the session (they rarely change)."""
+        if self._partitions is None:
+            self._partitions = self.scheduler.partitions()
+        return self._partitions
+
+    def scheduler_version(self) -> str:
+        if self._version is None:
+            try:
+                self._version = self.scheduler.version()
+            except (SchedulerError, ExecutorError):
+                return "?"
+        return self._version
 
     def validate(self, spec: ExperimentSpec) -> list[FieldError]:
-        """Self-consistency plus the cluster-aware pass (partitions from sinfo, cached)."""
-        raise NotImplementedError
+        """Every error of the spec itself, then those against the cluster's partitions."""
+        errors = validate(spec)
+        if self.scheduler.name == "local" and spec.needs_slurm:
+            errors.append(
+                FieldError(
+                    "nodes" if spec.nodes > 1 else "launcher",
+                    "the local scheduler runs one-node torchrun jobs only; "
+                    "use nodes = 1 and launcher = torchrun, or a Slurm profile",
+                )
+            )
+        try:
+            parts = self.partitions()
+        except (SchedulerError, ExecutorError):
+            return errors  # the cluster-aware pass needs sinfo; self-checks still apply
+        if self.scheduler.name == "slurm":
+            errors += validate_for_cluster(spec, parts)
+        return errors
 
     def render_script(self, spec: ExperimentSpec, run_dir: str | None = None) -> str:
-        """The exact sbatch script (dry run)."""
-        raise NotImplementedError
+        """The exact job script (a dry run); ``run_dir`` defaults to a placeholder path."""
+        return render_training(spec, run_dir or f"{self.store.root}/RUN_ID")
+
+    # -- submit -------------------------------------------------------------------------
 
     def submit(self, spec: ExperimentSpec, *, group: str | None = None) -> RunView:
-        """Validate, create the run directory, submit; raises ValidationFailed."""
-        raise NotImplementedError
+        """Validate, create the run directory atomically, submit, record the attempt."""
+        return self._submit(spec, render_training, group or spec.group_key())
+
+    def preflight(self, spec: ExperimentSpec) -> RunView:
+        """A collective-test job of the same shape as ``spec``."""
+        return self._submit(spec.replace(name=f"{spec.name}-preflight"), render_preflight, None)
 
     def submit_sweep(
         self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"
     ) -> list[RunView]:
-        """The same experiment at several sizes (gpus per node, or nodes), as one group."""
-        raise NotImplementedError
+        """The same experiment at several sizes (``gpus`` per node or ``nodes``), one group."""
+        if dimension not in ("gpus", "nodes"):
+            raise ValidationFailed([FieldError("sweep", "dimension must be 'gpus' or 'nodes'")])
+        if not sizes:
+            raise ValidationFailed([FieldError("sweep", "give at least one size, e.g. 1,2,4,8")])
+        field_name = "gpus_per_node" if dimension == "gpus" else "nodes"
+        specs = [
+            spec.replace(**{field_name: n, "name": f"{spec.name}-{dimension[0]}{n}"})
+            for n in sorted(set(sizes))
+        ]
+        errors = [
+            FieldError(f"sweep[{n}] {e.field}", e.message)
+            for n, s in zip(sorted(set(sizes)), specs, strict=True)
+            for e in self.validate(s)
+        ]
+        if errors:
+            raise ValidationFailed(errors)  # nothing submitted unless every size is valid
+        group = spec.group_key()
+        return [self._submit(s, render_training, group, validated=True) for s in specs]
 
-    def preflight(self, spec: ExperimentSpec) -> RunView:
-        """Submit a preflight (collective test) job of the same shape."""
-        raise NotImplementedError
+    def _submit(
+        self,
+        spec: ExperimentSpec,
+        render: Callable[[ExperimentSpec, str], str],
+        group: str | None,
+        *,
+        validated: bool = False,
+    ) -> RunView:
+        if not validated:
+            errors = self.validate(spec)
+            if errors:
+                raise ValidationFailed(errors)
+        ref = self.store.create_run(spec.to_dict(), spec.name, lambda d: render(spec, d), group)
+        job_id = self.scheduler.submit(ref.file(SCRIPT_FILE), ref.path)
+        self.store.append_job(ref, _attempt_record(job_id, self.scheduler.name, None, 1))
+        return self._view_of(ref.run_id)
+
+    # -- follow -------------------------------------------------------------------------
 
     def refresh(self) -> Snapshot:
-        """At most one squeue + one sacct call; never raises for scheduler outages."""
-        raise NotImplementedError
+        """A snapshot of every run: one batch with at most one squeue and one sacct call.
+
+        Scheduler or connection outages never raise: the snapshot carries the error and
+        the runs keep their last known states.
+        """
+        error: str | None = None
+        calls = 0
+        try:
+            infos = self.store.list_runs()
+        except (ExecutorError, OSError) as exc:
+            self._connection = "disconnected"
+            return self._snapshot(self._last_views(), f"cannot list runs: {exc}", 0)
+        polled = [
+            job_id
+            for info in infos
+            if (job_id := _latest_job_id(info)) and not self._is_final(info)
+        ]
+        commands = self.scheduler.poll_commands(polled) if polled else []
+        batch = Batch(commands=list(commands))
+        readers = self._table_requests(infos, polled)
+        batch.reads = [r.request() for r in readers]
+        try:
+            result = self.executor.run_batch(batch) if (batch.commands or batch.reads) else None
+        except ExecutorError as exc:
+            self._connection = "reconnecting"
+            return self._snapshot(self._last_views(), str(exc), 0)
+        calls = len(batch.commands)
+        if result is not None:
+            for reader, res in zip(readers, result.reads, strict=True):
+                reader.feed(res)
+        if polled:
+            try:
+                statuses = self.scheduler.parse_poll(
+                    polled, result.commands if result is not None else []
+                )
+                self._status.update(statuses)
+                self._connection = "ok"
+            except SchedulerUnavailable as exc:
+                self._connection = "controller unreachable"
+                error = exc.message
+            except SchedulerError as exc:
+                error = exc.message
+        else:
+            self._connection = "ok"
+        self._infos = infos
+        views = tuple(self._view(info) for info in reversed(infos))
+        self._views = views
+        return self._snapshot(views, error, calls)
+
+    def _is_final(self, info: RunInfo) -> bool:
+        """Whether the run's latest attempt is known to have ended (cached in memory)."""
+        final = self._final.get(info.run_id)
+        if final is None:
+            return False
+        if final.job_id != _latest_job_id(info):
+            del self._final[info.run_id]  # a retry started a new attempt
+            return False
+        return True
+
+    def _table_requests(self, infos: Sequence[RunInfo], polled: Sequence[str]) -> list[_Fed]:
+        """Reads for the jobs table: metrics/progress of runs not yet known to be finished."""
+        out: list[_Fed] = []
+        for info in infos:
+            t = self._table.get(info.run_id)
+            if t is None:
+                t = self._table[info.run_id] = _TableReaders(info.ref)
+            if info.run_id in self._final and t.final_read_done:
+                continue
+            out += t.readers()
+        return out
+
+    def _view_of(self, run_id: str) -> RunView:
+        for info in self.store.list_runs():
+            if info.run_id == run_id:
+                return self._view(info)
+        raise KeyError(run_id)
+
+    def _view(self, info: RunInfo) -> RunView:
+        spec = _spec_of(info)
+        attempts = tuple(_attempt(j) for j in info.jobs)
+        job_id = attempts[-1].job_id if attempts else None
+        status = self._status.get(job_id) if job_id else None
+        state = status.state if status else (JobState.UNKNOWN if job_id else JobState.PENDING)
+        if status is not None and state.is_terminal and job_id:
+            prev = self._final.get(info.run_id)
+            self._final[info.run_id] = status
+            t = self._table.get(info.run_id)
+            if t is not None and prev is not None and prev.job_id == job_id:
+                t.final_read_done = True  # the reads after the end have been taken
+        t = self._table.get(info.run_id)
+        rows = t.metrics.rows if t else []
+        last = rows[-1] if rows else {}
+        metric = "val_rmse" if spec.task == "regression" else "val_acc"
+        prog = t.progress.latest if t else None
+        rj = t.run_json if t else None
+        return RunView(
+            run_id=info.run_id,
+            name=spec.name,
+            run_dir=info.ref.path,
+            group=info.group,
+            created_at=info.created_at,
+            spec=spec,
+            attempts=attempts,
+            state=state,
+            reason=status.reason if status else "",
+            elapsed_sec=status.elapsed_sec if status else 0.0,
+            epochs_done=len(rows),
+            epochs_total=spec.epochs,
+            last_train_loss=_num(last.get("train_loss")),
+            last_val_metric=_num(last.get(metric)),
+            val_metric_name=metric,
+            throughput=_num(last.get("throughput_samples_per_sec")),
+            progress=_progress(prog) if state.is_active else None,
+            hosts=tuple(rj.get("hosts", ())) if rj else (),
+            world_size=rj.get("world_size") if rj else None,
+            backend=rj.get("backend") if rj else None,
+            rendezvous=rj.get("rendezvous") if rj else None,
+        )
+
+    def _last_views(self) -> tuple[RunView, ...]:
+        return getattr(self, "_views", ())
+
+    def _snapshot(self, views: tuple[RunView, ...], error: str | None, calls: int) -> Snapshot:
+        return Snapshot(
+            taken_at=time.time(),
+            runs=views,
+            location=self.location,
+            scheduler_version=self.scheduler_version(),
+            connection=self._connection,
+            error=error,
+            scheduler_calls=calls,
+        )
 
     def follow(self, run_id: str) -> RunDetail:
-        """New log lines, metrics and progress of one run since the last follow() of it."""
-        raise NotImplementedError
+        """New log lines, metrics and progress of one run since its last follow()."""
+        info = self._info(run_id)
+        job_id = _latest_job_id(info)
+        f = self._followers.get(run_id)
+        if f is None or f.job_id != job_id:
+            f = self._followers[run_id] = _Follower(info.ref, job_id)
+            detail = RunDetail(run_id, out_reset=True, err_reset=True)
+        else:
+            detail = RunDetail(run_id)
+        readers: list[_Feedable] = [f.out, f.err, f.metrics, f.progress]
+        batch = Batch(reads=[r.request() for r in readers] + [FileRead(info.ref.file(RUN_JSON))])
+        result = self.executor.run_batch(batch)
+        gens = (f.out.generation, f.err.generation)
+        out = f.out.read_new(result.reads[0])
+        err = f.err.read_new(result.reads[1])
+        f.metrics.read_new(result.reads[2])
+        f.progress.read_new(result.reads[3])
+        detail.out_reset = detail.out_reset or f.out.generation != gens[0]
+        detail.err_reset = detail.err_reset or f.err.generation != gens[1]
+        detail.out_lines = [collapse_carriage_returns(x) for x in out]
+        detail.err_lines = [collapse_carriage_returns(x) for x in err]
+        detail.metrics = list(f.metrics.rows)
+        detail.progress = _progress(f.progress.latest)
+        detail.run_json = _json_or_none(result.reads[4])
+        final = self._final.get(run_id)
+        if final is not None and final.job_id == job_id and job_id:
+            if f.accounting is None:
+                f.accounting = self._save_accounting(info.ref, job_id)
+            detail.accounting = f.accounting
+        return detail
+
+    def _save_accounting(self, ref: RunRef, job_id: str) -> str:
+        try:
+            text = self.scheduler.accounting(job_id)
+        except (SchedulerError, ExecutorError) as exc:
+            return f"(accounting unavailable: {exc})"
+        if text:
+            self.store.write_text(ref, SACCT_FILE, text)
+        return text
+
+    def _info(self, run_id: str) -> RunInfo:
+        for info in getattr(self, "_infos", None) or self.store.list_runs():
+            if info.run_id == run_id:
+                return info
+        for info in self.store.list_runs():
+            if info.run_id == run_id:
+                return info
+        raise KeyError(f"no run {run_id!r} under {self.store.root}")
+
+    # -- control ------------------------------------------------------------------------
 
     def cancel(self, run_id: str) -> None:
-        raise NotImplementedError
+        """Cancel the latest attempt of the run; the run directory stays as it is."""
+        info = self._info(run_id)
+        job_id = _latest_job_id(info)
+        if job_id is None:
+            raise SchedulerError(f"{run_id} was never submitted")
+        self.scheduler.cancel(job_id)
 
     def retry(self, run_id: str) -> RunView:
-        """Resubmit the same script as a new attempt; the trainer resumes from its checkpoint."""
-        raise NotImplementedError
+        """Submit the run's script again as a new attempt; the trainer resumes from its
+        checkpoint. Refused while the latest attempt may still run."""
+        info = self._info(run_id)
+        prev = _latest_job_id(info)
+        if prev is not None:
+            status = self._status.get(prev)
+            if status is None:
+                status = self.scheduler.poll([prev]).get(prev)
+            if status is not None and status.state.is_active:
+                raise SchedulerError(
+                    f"job {prev} is still {status.state.value}; cancel it (c) before retrying"
+                )
+        job_id = self.scheduler.submit(info.ref.file(SCRIPT_FILE), info.ref.path)
+        self.store.append_job(
+            info.ref, _attempt_record(job_id, self.scheduler.name, prev, len(info.jobs) + 1)
+        )
+        self._final.pop(run_id, None)
+        return self._view_of(run_id)
 
     def verify(self, run_id: str) -> list[Check]:
-        raise NotImplementedError
+        """The checklist: completed, nodes, world size and backend, epochs, checkpoint,
+        accounting saved."""
+        info = self._info(run_id)
+        spec = _spec_of(info)
+        job_id = _latest_job_id(info)
+        status = self.scheduler.poll([job_id]).get(job_id) if job_id else None
+        run_json = self.store.read_run_json(info.ref)
+        rows = self.store.read_metrics(info.ref)
+        ckpt = self.executor.stat(info.ref.file("checkpoints/latest.pt"))
+        checks: list[Check] = []
+        state = status.state if status else JobState.UNKNOWN
+        checks.append(
+            Check(
+                "job completed",
+                True if state is JobState.COMPLETED else (None if state.is_active else False),
+                f"job {job_id or '-'} is {state.value}",
+            )
+        )
+        hosts = list(run_json.get("hosts", [])) if run_json else []
+        checks.append(
+            Check(
+                "nodes used match the request",
+                None if not run_json else len(set(hosts)) == spec.nodes,
+                f"requested {spec.nodes}, ran on {len(set(hosts))}: {', '.join(hosts) or '-'}",
+            )
+        )
+        ws = run_json.get("world_size") if run_json else None
+        be = run_json.get("backend") if run_json else None
+        want_be = spec.backend if spec.backend != "auto" else None
+        checks.append(
+            Check(
+                "world size and backend match the spec",
+                None if not run_json else ws == spec.world_size and (want_be in (None, be)),
+                f"world size {ws} (spec {spec.world_size}), backend {be} (spec {spec.backend})",
+            )
+        )
+        epochs = [int(e) for r in rows if (e := r.get("epoch")) is not None]
+        want = list(range(1, spec.epochs + 1))
+        checks.append(
+            Check(
+                "every epoch is in metrics.csv",
+                epochs == want if not state.is_active else None,
+                f"{len(epochs)}/{spec.epochs} epochs"
+                + ("" if epochs == sorted(set(epochs)) else " (duplicates or gaps)"),
+            )
+        )
+        checks.append(
+            Check(
+                "a checkpoint exists",
+                ckpt is not None,
+                f"checkpoints/latest.pt {'%.1f MiB' % (ckpt.size / 2**20) if ckpt else 'missing'}",
+            )
+        )
+        saved = False
+        if job_id and status is not None and status.state.is_terminal:
+            saved = bool(self._save_accounting(info.ref, job_id))
+        have = self.executor.stat(info.ref.file(SACCT_FILE)) is not None
+        checks.append(
+            Check(
+                "accounting summary saved to sacct.txt",
+                have if (saved or have or (status and status.state.is_terminal)) else None,
+                "saved" if have else "not yet (the job has not ended)",
+            )
+        )
+        return checks
+
+    # -- compare ------------------------------------------------------------------------
+
+    def groups(self) -> dict[str, list[RunView]]:
+        """Runs by comparison group (only groups with a name), newest group first."""
+        out: dict[str, list[RunView]] = {}
+        for v in self._last_views() or tuple(self._view(i) for i in self.store.list_runs()):
+            if v.group:
+                out.setdefault(v.group, []).append(v)
+        return out
 
     def compare(self, group: str) -> pd.DataFrame:
-        raise NotImplementedError
+        """The scaling table of a group: speedup and efficiency against the smallest size."""
+        from ddp_tui.results import load_run, scaling_table
+
+        runs = [load_run(self.store, i) for i in self.store.list_runs() if i.group == group]
+        return scaling_table(runs)
 
     def export_comparison(self, group: str) -> list[str]:
-        """Write Markdown and CSV next to the runs; returns the paths."""
-        raise NotImplementedError
+        from ddp_tui.results import export_comparison
+
+        return export_comparison(self.store, group)
 
     def close(self) -> None:
-        raise NotImplementedError
+        self.executor.close()
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+class _Feedable(Protocol):
+    def request(self) -> FileRead: ...
+    def read_new(self, result: ReadResult) -> Any: ...
+
+
+@dataclass
+class _RunJsonReader:
+    path: str
+    data: dict[str, Any] | None = None
+
+    def request(self) -> FileRead:
+        return FileRead(self.path)
+
+    def read_new(self, result: ReadResult) -> dict[str, Any] | None:
+        self.data = _json_or_none(result) or self.data
+        return self.data
+
+
+class _TableReaders:
+    """What the jobs table needs of one run, read incrementally."""
+
+    def __init__(self, ref: RunRef) -> None:
+        self.metrics = MetricsReader(ref.file(METRICS_FILE))
+        self.progress = ProgressReader(ref.file(PROGRESS_FILE))
+        self._run_json = _RunJsonReader(ref.file(RUN_JSON))
+        self.final_read_done = False
+
+    @property
+    def run_json(self) -> dict[str, Any] | None:
+        return self._run_json.data
+
+    def readers(self) -> list[_Fed]:
+        return [_Fed(self.metrics), _Fed(self.progress), _Fed(self._run_json)]
+
+
+@dataclass
+class _Fed:
+    reader: _Feedable
+
+    def request(self) -> FileRead:
+        return self.reader.request()
+
+    def feed(self, result: ReadResult) -> None:
+        self.reader.read_new(result)
+
+    def read_new(self, result: ReadResult) -> Any:
+        return self.reader.read_new(result)
+
+
+class _Follower:
+    def __init__(self, ref: RunRef, job_id: str | None) -> None:
+        self.job_id = job_id
+        jid = job_id or "none"
+        self.out = LogReader(ref.file(f"slurm-{jid}.out"))
+        self.err = LogReader(ref.file(f"slurm-{jid}.err"))
+        self.metrics = MetricsReader(ref.file(METRICS_FILE))
+        self.progress = ProgressReader(ref.file(PROGRESS_FILE))
+        self.accounting: str | None = None
+
+
+# sbatch alone is not enough: a workstation may have the client without a cluster. A
+# configless cluster has no slurm.conf, so then ask the controller once.
+_SLURM_PROBE = (
+    "command -v sbatch >/dev/null 2>&1 && { [ -n \"${SLURM_CONF:-}\" ] "
+    "|| [ -e /etc/slurm/slurm.conf ] || scontrol ping >/dev/null 2>&1; }"
+)
+
+
+def _has_slurm(executor: Executor) -> bool:
+    """Whether Slurm is usable on the executor's machine."""
+    try:
+        return executor.run(["sh", "-c", _SLURM_PROBE], timeout=15).ok
+    except ExecutorError:
+        return False
+
+
+def _latest_job_id(info: RunInfo) -> str | None:
+    job = info.latest_job
+    jid = job.get("job_id") if job else None
+    return str(jid) if jid else None
+
+
+def _attempt_record(job_id: str, scheduler: str, retry_of: str | None, n: int) -> dict[str, Any]:
+    return {
+        "job_id": job_id,
+        "scheduler": scheduler,
+        "submitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "retry_of": retry_of,
+        "attempt": n,
+    }
+
+
+def _attempt(doc: Mapping[str, Any]) -> Attempt:
+    return Attempt(
+        job_id=str(doc.get("job_id", "")),
+        scheduler=str(doc.get("scheduler", "")),
+        submitted_at=str(doc.get("submitted_at", "")),
+        retry_of=str(doc["retry_of"]) if doc.get("retry_of") else None,
+        attempt=int(doc.get("attempt", 0) or 0),
+    )
+
+
+def _spec_of(info: RunInfo) -> ExperimentSpec:
+    try:
+        return ExperimentSpec.from_dict(info.spec)
+    except SpecError:
+        # A spec.json written by another version: show what can be shown.
+        return ExperimentSpec(name=str(info.spec.get("name", info.run_id)))
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _progress(doc: Mapping[str, Any] | None) -> Progress | None:
+    if not doc:
+        return None
+    try:
+        return Progress(
+            epoch=int(doc.get("epoch", 0)),
+            step=int(doc.get("step", 0)),
+            steps_per_epoch=int(doc.get("steps_per_epoch", 0)),
+            loss=_num(doc.get("loss")),
+            samples_per_sec=_num(doc.get("samples_per_sec")),
+        )
+    except (TypeError, ValueError):
+        return None
+
+
+def _json_or_none(result: ReadResult) -> dict[str, Any] | None:
+    if result.stat is None or not result.data:
+        return None
+    try:
+        doc = json.loads(result.data.decode("utf-8", "replace"))
+    except ValueError:
+        return None  # being rewritten right now: keep the last good copy
+    return doc if isinstance(doc, dict) else None

@@ -160,6 +160,10 @@ class Executor(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op locally
         """Release connections."""
 
+    def expand_home(self, path: str) -> str:
+        """``path`` with a leading ``~`` replaced by the target's home directory."""
+        return os.path.expanduser(path)
+
     def which(self, program: str) -> bool:
         """Whether ``program`` is on the target's PATH."""
         res = self.run(["sh", "-c", 'command -v "$0" >/dev/null 2>&1', program], timeout=10)

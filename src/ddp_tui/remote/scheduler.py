@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ddp_tui.remote.executor import CommandResult
 from ddp_tui.remote.states import JobState
 
 
@@ -79,6 +80,19 @@ class Scheduler(ABC):
     @abstractmethod
     def partitions(self) -> list[PartitionInfo]:
         """The partitions the user can submit to."""
+
+    def poll_commands(self, job_ids: Sequence[str]) -> list[list[str]]:
+        """The commands a poll needs, so a caller can batch them with file reads.
+
+        Backends that read local state need none and answer from :meth:`parse_poll`.
+        """
+        return []
+
+    def parse_poll(
+        self, job_ids: Sequence[str], results: Sequence[CommandResult]
+    ) -> dict[str, JobStatus]:
+        """States from the results of :meth:`poll_commands`, in the same order."""
+        return self.poll(job_ids)
 
     def accounting(self, job_id: str) -> str:
         """The accounting summary text saved as ``sacct.txt``; empty if none."""

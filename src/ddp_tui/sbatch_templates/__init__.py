@@ -1,1 +1,271 @@
-"""ddp_tui.sbatch_templates"""
+"""Job scripts for a spec: one pure function per script, rendered from Jinja2 templates.
+
+Every value a user types reaches the script either shell-quoted (``shquote``) or after
+:func:`ddp_tui.spec.validate` has held it to a strict pattern (everything on ``#SBATCH``
+lines, which cannot be quoted). The one deliberate exception is ``env_setup``: those lines
+are the user's own shell code and run verbatim. The same script runs under Slurm and under
+the local scheduler (``bash job.sbatch``, where the ``#SBATCH`` lines are comments).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any, Final
+
+import jinja2
+
+from ddp_tui.spec import (
+    ExperimentSpec,
+    FieldError,
+    SpecError,
+    format_time_limit,
+    parse_time_limit,
+    validate,
+)
+
+__all__ = [
+    "PREFLIGHT_MAX_MINUTES",
+    "render_preflight",
+    "render_training",
+    "sbatch_directives",
+    "shquote",
+    "trainer_args",
+]
+
+#: A preflight only checks collectives; a short limit also lets it backfill sooner.
+PREFLIGHT_MAX_MINUTES: Final = 15
+
+# The run dir lands on #SBATCH --output/--error/--chdir lines, which cannot be quoted; '%' is
+# excluded because sbatch expands it in file name patterns.
+_RUN_DIR_RE: Final = re.compile(r"/[A-Za-z0-9_.,+@=/-]*")
+
+
+def shquote(value: object) -> str:
+    """Quote ``value`` as one shell word."""
+    return shlex.quote(str(value))
+
+
+def shquote_home(value: object) -> str:
+    """Like :func:`shquote`, but a leading ``~/`` still means the home directory."""
+    text = str(value)
+    if text == "~":
+        return '"$HOME"'
+    if text.startswith("~/"):
+        rest = text[2:]
+        return '"$HOME"/' + shlex.quote(rest) if rest else '"$HOME"/'
+    return shlex.quote(text)
+
+
+_ENV: Final = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent)),
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,
+    keep_trailing_newline=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_ENV.filters["shquote"] = shquote
+_ENV.filters["shquote_home"] = shquote_home
+
+
+def _check(spec: ExperimentSpec, run_dir: str) -> None:
+    errors = list(validate(spec))
+    if not isinstance(run_dir, str) or not _RUN_DIR_RE.fullmatch(run_dir) or "//" in run_dir:
+        errors.append(
+            FieldError(
+                "run_dir",
+                "must be an absolute path of letters, digits and _.,+@=/- "
+                f"(it goes on #SBATCH lines), got {run_dir!r}",
+            )
+        )
+    if errors:
+        raise SpecError(errors)
+
+
+def trainer_args(spec: ExperimentSpec) -> list[str]:
+    """The trainer's command-line arguments for ``spec`` (without ``--run-dir``), unquoted."""
+    s = spec
+    args = ["--model", s.model, "--dataset", s.dataset]
+    if s.data_root:
+        args += ["--data-root", s.data_root]
+    if s.download:
+        args.append("--download")
+    if s.target:
+        args += ["--target", s.target]
+    if s.num_classes is not None:
+        args += ["--num-classes", str(s.num_classes)]
+    if s.dataset == "synthetic":
+        if s.synthetic_samples is not None:
+            args += ["--synthetic-samples", str(s.synthetic_samples)]
+        if s.synthetic_val_samples is not None:
+            args += ["--synthetic-val-samples", str(s.synthetic_val_samples)]
+        if s.synthetic_shape:
+            args += ["--synthetic-shape", s.synthetic_shape]
+    args += [
+        "--epochs",
+        str(s.epochs),
+        "--batch-size",
+        str(s.batch_per_gpu),
+    ]
+    if s.lr is not None:
+        args += ["--lr", repr(float(s.lr))]
+    args += [
+        "--lr-scaling",
+        s.lr_scaling,
+    ]
+    if s.base_batch is not None:
+        args += ["--base-batch-size", str(s.base_batch)]
+    args += [
+        "--optimizer",
+        s.optimizer,
+        "--schedule",
+        s.schedule,
+        "--warmup-epochs",
+        str(s.warmup_epochs),
+        "--precision",
+        s.precision,
+        "--workers",
+        str(s.workers),
+        "--seed",
+        str(s.seed),
+        "--backend",
+        s.backend,
+    ]
+    if s.max_steps_per_epoch is not None:
+        args += ["--max-steps-per-epoch", str(s.max_steps_per_epoch)]
+    args += list(s.extra_trainer_args)
+    return args
+
+
+def sbatch_directives(
+    spec: ExperimentSpec,
+    run_dir: str,
+    *,
+    job_name: str | None = None,
+    time_minutes: int | None = None,
+    requeue: bool | None = None,
+    signal: bool = True,
+) -> list[str]:
+    """The ``#SBATCH`` options for ``spec``: ours sorted by name, then ``extra_sbatch`` in order.
+
+    ``spec`` must already be valid (the render functions check); nothing here is quoted."""
+    s = spec
+    minutes = parse_time_limit(s.time_limit) if time_minutes is None else time_minutes
+    do_requeue = s.requeue if requeue is None else requeue
+    tasks_per_node = s.gpus_per_node if s.launcher == "srun" else 1
+    opts: dict[str, str | None] = {
+        "chdir": run_dir,
+        "cpus-per-task": str(s.cpus_per_task),
+        "error": f"{run_dir}/slurm-%j.err",
+        "job-name": job_name or s.name,
+        "nodes": str(s.nodes),
+        "ntasks-per-node": str(tasks_per_node),
+        # A requeued job keeps its id; append so the first attempt's log survives.
+        "open-mode": "append",
+        "output": f"{run_dir}/slurm-%j.out",
+        "time": format_time_limit(minutes),
+    }
+    if s.device == "cuda":
+        opts["gres"] = f"gpu:{s.gpus_per_node}"
+    for name in ("partition", "account", "qos", "constraint", "mem"):
+        value = getattr(s, name)
+        if value:
+            opts[name] = value
+    if signal and s.signal_lead_sec > 0:
+        # B: signals only the batch shell, which forwards SIGTERM to the launcher.
+        opts["signal"] = f"B:USR2@{s.signal_lead_sec}"
+    opts["requeue" if do_requeue else "no-requeue"] = None
+    lines = [f"--{k}" if v is None else f"--{k}={v}" for k, v in sorted(opts.items())]
+    return lines + list(s.extra_sbatch)
+
+
+def _arg_lines(args: list[str]) -> list[str]:
+    """Quoted arguments, one option (with its value) per line, for a readable script."""
+    lines: list[list[str]] = []
+    for i, arg in enumerate(args):
+        is_value = i > 0 and args[i - 1].startswith("--") and not arg.startswith("--")
+        if is_value and lines and len(lines[-1]) == 1 and "=" not in args[i - 1]:
+            lines[-1].append(shquote(arg))
+        else:
+            lines.append([shquote(arg)])
+    return [" ".join(words) for words in lines]
+
+
+def _context(
+    spec: ExperimentSpec,
+    run_dir: str,
+    *,
+    module: str,
+    args: list[str],
+    directives: list[str],
+    requeue: bool,
+    title: str,
+) -> dict[str, Any]:
+    s = spec
+    if s.launcher == "srun":
+        mode = "srun"
+    elif s.nodes > 1:
+        mode = "torchrun_multi"
+    else:
+        mode = "torchrun_single"
+    return {
+        "title": title,
+        "spec": s,
+        "run_dir": run_dir,
+        "directives": directives,
+        "mode": mode,
+        "module": module,
+        "arg_lines": _arg_lines(args),
+        "requeue": requeue,
+        "omp_threads": s.omp_threads,
+        "nccl_env": list(s.nccl_env),
+        "env_setup": list(s.env_setup),
+        "world_size": s.world_size,
+        "ntasks": s.world_size if s.launcher == "srun" else s.nodes,
+        "tasks_per_node": s.gpus_per_node if s.launcher == "srun" else 1,
+    }
+
+
+def render_training(spec: ExperimentSpec, run_dir: str) -> str:
+    """The training job script for ``spec`` writing into ``run_dir`` (an absolute path).
+
+    Raises :class:`~ddp_tui.spec.SpecError` listing every problem when the spec is invalid."""
+    _check(spec, run_dir)
+    ctx = _context(
+        spec,
+        run_dir,
+        module="ddp_tui.trainer",
+        args=trainer_args(spec),
+        directives=sbatch_directives(spec, run_dir),
+        requeue=spec.requeue,
+        title="training",
+    )
+    return _ENV.get_template("training.sbatch.j2").render(ctx)
+
+
+def render_preflight(spec: ExperimentSpec, run_dir: str) -> str:
+    """A preflight job on ``spec``'s allocation shape: the trainer's collective checks only.
+
+    Same nodes, processes, GPUs, partition and environment as the training job; at most
+    :data:`PREFLIGHT_MAX_MINUTES` minutes, and never requeued."""
+    _check(spec, run_dir)
+    minutes = min(parse_time_limit(spec.time_limit), PREFLIGHT_MAX_MINUTES)
+    ctx = _context(
+        spec,
+        run_dir,
+        module="ddp_tui.trainer.preflight",
+        args=["--backend", spec.backend],
+        directives=sbatch_directives(
+            spec,
+            run_dir,
+            job_name=f"{spec.name[:54]}-preflight",
+            time_minutes=minutes,
+            requeue=False,
+            signal=False,
+        ),
+        requeue=False,
+        title="preflight",
+    )
+    return _ENV.get_template("preflight.sbatch.j2").render(ctx)

@@ -1,0 +1,302 @@
+"""`ddp-tui`: the app, and scriptable subcommands on the same facade.
+
+Plain ``ddp-tui`` starts the app. ``ddp-tui submit|ls|logs|cancel|retry|verify|compare|
+preflight`` do the same things without a screen, for scripts and CI. Nothing here imports
+torch, and textual is imported only when the app starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ddp_tui import __version__
+
+if TYPE_CHECKING:
+    from ddp_tui.remote.cluster import Cluster, RunView
+    from ddp_tui.spec import ExperimentSpec
+
+SUBCOMMANDS = ("submit", "ls", "logs", "cancel", "retry", "verify", "compare", "preflight")
+
+
+def _spec_options(parser: argparse.ArgumentParser) -> None:
+    from ddp_tui.spec import ExperimentSpec
+
+    group = parser.add_argument_group("experiment (any ExperimentSpec field)")
+    for f in dataclasses.fields(ExperimentSpec):
+        group.add_argument(
+            "--" + f.name.replace("_", "-"), dest=f"spec_{f.name}", metavar="VALUE", default=None
+        )
+    parser.add_argument(
+        "--spec-file", help="a JSON spec (e.g. a run's spec.json) to start from", default=None
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ddp-tui", description="Run PyTorch DDP experiments on Slurm clusters."
+    )
+    p.add_argument("--version", action="version", version=f"ddp-tui {__version__}")
+    p.add_argument("--profile", help="cluster profile from the config file")
+    p.add_argument("--host", help="run against a login node over SSH (alias from ~/.ssh/config)")
+    p.add_argument("--runs-root", help="where run directories live (default: the profile's)")
+    sub = p.add_subparsers(dest="command")
+    s = sub.add_parser("submit", help="submit a run, or a sweep of sizes")
+    _spec_options(s)
+    s.add_argument("--dry-run", action="store_true", help="print the job script, submit nothing")
+    s.add_argument("--sweep", help="sizes such as 1,2,4,8, submitted as one group")
+    s.add_argument("--sweep-over", choices=("gpus", "nodes"), default="gpus")
+    pf = sub.add_parser("preflight", help="submit a collective test of the spec's shape")
+    _spec_options(pf)
+    ls = sub.add_parser("ls", help="list runs, newest first")
+    ls.add_argument("--json", action="store_true")
+    for name, helptext in (
+        ("cancel", "cancel a run's job"),
+        ("retry", "resubmit a run; it resumes from its checkpoint"),
+        ("verify", "check a run: completed, nodes, world size, epochs, checkpoint"),
+    ):
+        c = sub.add_parser(name, help=helptext)
+        c.add_argument("run", help="run id, a unique prefix of one, or a job id")
+    lg = sub.add_parser("logs", help="print a run's .out (or .err)")
+    lg.add_argument("run")
+    lg.add_argument("--err", action="store_true")
+    lg.add_argument("-f", "--follow", action="store_true")
+    cp = sub.add_parser("compare", help="scaling table of a group (or of a run's group)")
+    cp.add_argument("group", help="group key, or a run in the group")
+    cp.add_argument("--export", action="store_true", help="write Markdown and CSV next to the runs")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command is None:
+        return _run_app(args)
+    from ddp_tui.config import ConfigError
+    from ddp_tui.remote.cluster import ValidationFailed
+    from ddp_tui.remote.executor import ExecutorError
+    from ddp_tui.remote.scheduler import SchedulerError
+    from ddp_tui.spec import SpecError
+
+    try:
+        cluster = _open(args)
+    except (ConfigError, ExecutorError, SchedulerError) as exc:
+        print(f"ddp-tui: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _COMMANDS[args.command](cluster, args)
+    except ValidationFailed as exc:
+        for e in exc.errors:
+            print(f"ddp-tui: {e.field}: {e.message}", file=sys.stderr)
+        return 2
+    except (SpecError, LookupError) as exc:
+        print(f"ddp-tui: {exc}", file=sys.stderr)
+        return 2
+    except (SchedulerError, ExecutorError) as exc:
+        print(f"ddp-tui: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        cluster.close()
+
+
+def _open(args: argparse.Namespace) -> Cluster:
+    from ddp_tui.config import get_profile
+    from ddp_tui.remote.cluster import Cluster
+
+    return Cluster.open(get_profile(args.profile), host=args.host, runs_root=args.runs_root)
+
+
+def _run_app(args: argparse.Namespace) -> int:
+    from ddp_tui.config import ConfigError, get_profile
+    from ddp_tui.remote.cluster import Cluster
+    from ddp_tui.tui.app import run_app
+
+    try:
+        profile = get_profile(args.profile)
+    except ConfigError as exc:
+        print(f"ddp-tui: {exc}", file=sys.stderr)
+        return 2
+
+    def factory(prompter: object) -> Cluster:
+        return Cluster.open(profile, host=args.host, runs_root=args.runs_root, prompter=prompter)
+
+    return run_app(factory, profile=profile)
+
+
+def _spec_from_args(cluster: Cluster, args: argparse.Namespace) -> ExperimentSpec:
+    from ddp_tui.remote.cluster import ValidationFailed
+    from ddp_tui.spec import ExperimentSpec, spec_from_form
+
+    base = cluster.default_spec()
+    if args.spec_file:
+        with open(args.spec_file, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        base = ExperimentSpec.from_dict(doc.get("spec", doc))
+    form = {
+        k.removeprefix("spec_"): v
+        for k, v in vars(args).items()
+        if k.startswith("spec_") and v is not None
+    }
+    spec, errors = spec_from_form(form, base)
+    if spec is None:
+        raise ValidationFailed(errors)
+    return spec
+
+
+def _cmd_submit(cluster: Cluster, args: argparse.Namespace) -> int:
+    from ddp_tui.remote.cluster import ValidationFailed
+    from ddp_tui.spec import FieldError
+
+    spec = _spec_from_args(cluster, args)
+    if args.dry_run:
+        errors = cluster.validate(spec)
+        if errors:
+            raise ValidationFailed(errors)
+        print(cluster.render_script(spec), end="")
+        return 0
+    if args.sweep:
+        try:
+            sizes = [int(x) for x in args.sweep.split(",") if x.strip()]
+        except ValueError:
+            raise ValidationFailed(
+                [FieldError("sweep", f"expected sizes like 1,2,4,8, got {args.sweep!r}")]
+            ) from None
+        for view in cluster.submit_sweep(spec, sizes, dimension=args.sweep_over):
+            print(f"{view.run_id}\t{view.job_id}\t{view.spec.nodes}x{view.spec.gpus_per_node}")
+        return 0
+    view = cluster.submit(spec)
+    print(f"{view.run_id}\t{view.job_id}")
+    return 0
+
+
+def _cmd_preflight(cluster: Cluster, args: argparse.Namespace) -> int:
+    view = cluster.preflight(_spec_from_args(cluster, args))
+    print(f"{view.run_id}\t{view.job_id}")
+    return 0
+
+
+def _fmt(x: float | None, spec: str = ".4g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
+    snap = cluster.refresh()
+    if snap.error:
+        print(f"ddp-tui: warning: {snap.error}", file=sys.stderr)
+    if args.json:
+        rows = [
+            {
+                "run_id": v.run_id,
+                "job_id": v.job_id,
+                "state": v.state.value,
+                "nodes": v.spec.nodes,
+                "gpus_per_node": v.spec.gpus_per_node,
+                "epochs_done": v.epochs_done,
+                "epochs_total": v.epochs_total,
+                "train_loss": v.last_train_loss,
+                v.val_metric_name: v.last_val_metric,
+                "throughput": v.throughput,
+                "group": v.group,
+            }
+            for v in snap.runs
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
+    print("RUN\tJOB\tSTATE\tSIZE\tEPOCH\tLOSS\tVAL\tSAMPLES/S")
+    for v in snap.runs:
+        print(
+            f"{v.run_id}\t{v.job_id or '-'}\t{v.state.value}\t{v.spec.nodes}x{v.spec.gpus_per_node}"
+            f"\t{v.epochs_done}/{v.epochs_total}\t{_fmt(v.last_train_loss)}"
+            f"\t{_fmt(v.last_val_metric)}\t{_fmt(v.throughput, '.1f')}"
+        )
+    return 0
+
+
+def resolve_run(cluster: Cluster, key: str) -> RunView:
+    """A run by id, unique id prefix, or job id of any attempt."""
+    runs = cluster.refresh().runs
+    exact = [v for v in runs if v.run_id == key or any(a.job_id == key for a in v.attempts)]
+    if exact:
+        return exact[0]
+    prefix = [v for v in runs if v.run_id.startswith(key)]
+    if len(prefix) == 1:
+        return prefix[0]
+    if not prefix:
+        raise LookupError(f"no run matches {key!r} (give a run id, a prefix of one, or a job id)")
+    raise LookupError(f"{key!r} matches {len(prefix)} runs; give more of the run id")
+
+
+def _cmd_cancel(cluster: Cluster, args: argparse.Namespace) -> int:
+    view = resolve_run(cluster, args.run)
+    cluster.cancel(view.run_id)
+    print(f"cancelled {view.run_id} (job {view.job_id})")
+    return 0
+
+
+def _cmd_retry(cluster: Cluster, args: argparse.Namespace) -> int:
+    view = cluster.retry(resolve_run(cluster, args.run).run_id)
+    print(f"{view.run_id}\t{view.job_id}\tattempt {len(view.attempts)}")
+    return 0
+
+
+def _cmd_verify(cluster: Cluster, args: argparse.Namespace) -> int:
+    checks = cluster.verify(resolve_run(cluster, args.run).run_id)
+    for c in checks:
+        mark = {True: "ok  ", False: "FAIL", None: "... "}[c.ok]
+        print(f"[{mark}] {c.name}: {c.detail}")
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def _cmd_logs(cluster: Cluster, args: argparse.Namespace) -> int:
+    view = resolve_run(cluster, args.run)
+    while True:
+        detail = cluster.follow(view.run_id)
+        for line in detail.err_lines if args.err else detail.out_lines:
+            print(line)
+        sys.stdout.flush()
+        if not args.follow:
+            return 0
+        state = next((v.state for v in cluster.refresh().runs if v.run_id == view.run_id), None)
+        if state is not None and state.is_terminal:
+            detail = cluster.follow(view.run_id)
+            for line in detail.err_lines if args.err else detail.out_lines:
+                print(line)
+            return 0
+        time.sleep(1.0)
+
+
+def _cmd_compare(cluster: Cluster, args: argparse.Namespace) -> int:
+    from ddp_tui.results import to_markdown
+
+    group = args.group
+    groups = cluster.groups()
+    if group not in groups:
+        group = resolve_run(cluster, group).group or group
+    df = cluster.compare(group)
+    if df.empty:
+        raise LookupError(f"no runs in group {group!r}")
+    print(to_markdown(df))
+    if args.export:
+        for path in cluster.export_comparison(group):
+            print(f"wrote {path}")
+    return 0
+
+
+_COMMANDS = {
+    "submit": _cmd_submit,
+    "preflight": _cmd_preflight,
+    "ls": _cmd_ls,
+    "logs": _cmd_logs,
+    "cancel": _cmd_cancel,
+    "retry": _cmd_retry,
+    "verify": _cmd_verify,
+    "compare": _cmd_compare,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,378 @@
+"""Cluster profiles: where runs go and how jobs start, from TOML in the user config dir.
+
+The file is ``$DDP_TUI_CONFIG``, else ``$XDG_CONFIG_HOME/ddp-tui/config.toml``, else
+``~/.config/ddp-tui/config.toml``. Without a file there is one built-in profile, ``local``:
+this machine, with Slurm when ``sbatch`` is found and the embedded scheduler otherwise::
+
+    default = "mycluster"            # optional; the profile used when none is named
+
+    [profiles.mycluster]
+    host = "login.mycluster.edu"     # omit for this machine; else an ~/.ssh/config host
+    runs_root = "~/ddp-tui-runs"
+    python = "python3"
+    env_setup = ["module load pytorch/2.3", "source ~/venv/bin/activate"]
+    partition = "gpu"
+    account = "proj123"
+    time_limit = "02:00:00"
+    scheduler = "slurm"              # auto | slurm | local
+    poll_interval_sec = 5            # at least 2: admins throttle fast squeue pollers
+
+    [profiles.mycluster.nccl_env]
+    NCCL_SOCKET_IFNAME = "ib0"
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ddp_tui.spec import ExperimentSpec, FieldError, validate
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 only
+    import tomli as tomllib
+
+__all__ = [
+    "BUILTIN_PROFILE",
+    "MIN_POLL_INTERVAL_SEC",
+    "SCHEDULERS",
+    "ConfigError",
+    "Profile",
+    "config_path",
+    "default_spec",
+    "get_profile",
+    "load_profiles",
+]
+
+SCHEDULERS: Final = ("auto", "slurm", "local")
+MIN_POLL_INTERVAL_SEC: Final = 2.0
+BUILTIN_PROFILE: Final = "local"
+_PROFILE_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+class ConfigError(Exception):
+    """A problem in the config file: names the file, the line where known, and the key."""
+
+    def __init__(self, path: Path, message: str, *, key: str = "", line: int | None = None):
+        self.path = path
+        self.key = key
+        self.line = line
+        self.message = message
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One cluster (or this machine) and the defaults for specs submitted there."""
+
+    name: str = BUILTIN_PROFILE
+    host: str | None = None  # None: this machine
+    runs_root: str = "~/ddp-tui-runs"
+    python: str = "python3"
+    env_setup: tuple[str, ...] = ()
+    nccl_env: tuple[tuple[str, str], ...] = ()
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    time_limit: str = "01:00:00"
+    constraint: str = ""
+    cpus_per_task: int | None = None
+    mem: str = ""
+    device: str | None = None  # None: cuda on Slurm, cpu for the local scheduler
+    poll_interval_sec: float = 5.0
+    local_max_concurrent: int = 1
+    scheduler: str = "auto"
+
+    def __post_init__(self) -> None:
+        # Admins throttle users who poll squeue faster than every few seconds.
+        if self.poll_interval_sec < MIN_POLL_INTERVAL_SEC:
+            object.__setattr__(self, "poll_interval_sec", MIN_POLL_INTERVAL_SEC)
+
+    @property
+    def is_remote(self) -> bool:
+        return self.host is not None
+
+    @property
+    def nccl_env_dict(self) -> dict[str, str]:
+        return dict(self.nccl_env)
+
+
+def config_path() -> Path:
+    """Where the config file is read from (it need not exist)."""
+    explicit = os.environ.get("DDP_TUI_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
+    return base / "ddp-tui" / "config.toml"
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def _key_line(text: str, table: str, key: str | None) -> int | None:
+    """Best-effort line of ``key`` in ``[table]`` (tomllib keeps no positions)."""
+    lines = text.splitlines()
+    header = re.compile(r"\s*\[\s*" + r"\s*\.\s*".join(map(re.escape, table.split("."))) + r"\s*\]")
+    start = next((i for i, ln in enumerate(lines) if header.match(ln)), None)
+    if start is None:
+        return None
+    if key is None:
+        return start + 1
+    assign = re.compile(r"\s*" + re.escape(key) + r"\s*=")
+    for i in range(start + 1, len(lines)):
+        if lines[i].lstrip().startswith("["):
+            break
+        if assign.match(lines[i]):
+            return i + 1
+    return start + 1
+
+
+def _top_key_line(text: str, key: str) -> int | None:
+    assign = re.compile(r"\s*" + re.escape(key) + r"\s*=")
+    for i, ln in enumerate(text.splitlines()):
+        if ln.lstrip().startswith("["):
+            return None
+        if assign.match(ln):
+            return i + 1
+    return None
+
+
+def _str(v: object) -> str:
+    if not isinstance(v, str):
+        raise TypeError("must be a string")
+    return v
+
+
+def _opt_str(v: object) -> str | None:
+    if v is None or v == "":
+        return None
+    return _str(v)
+
+
+def _str_list(v: object) -> tuple[str, ...]:
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise TypeError('must be a list of strings, e.g. ["module load pytorch"]')
+    return tuple(v)
+
+
+def _env(v: object) -> tuple[tuple[str, str], ...]:
+    if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+        raise TypeError('must be a table of NAME = "value" strings')
+    return tuple((str(k), str(x)) for k, x in v.items())
+
+
+def _number(v: object) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise TypeError(f"must be a number of seconds (at least {MIN_POLL_INTERVAL_SEC:g})")
+    return float(v)
+
+
+def _pos_int(v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise TypeError("must be a whole number of at least 1")
+    return v
+
+
+def _opt_pos_int(v: object) -> int | None:
+    return None if v is None else _pos_int(v)
+
+
+def _scheduler(v: object) -> str:
+    if v not in SCHEDULERS:
+        raise TypeError(f"must be one of {', '.join(SCHEDULERS)}")
+    return str(v)
+
+
+def _device(v: object) -> str | None:
+    if v is None or v == "":
+        return None
+    if v not in ("cuda", "cpu"):
+        raise TypeError("must be cuda or cpu")
+    return str(v)
+
+
+_FIELDS: Final[dict[str, Callable[[object], Any]]] = {
+    "host": _opt_str,
+    "runs_root": _str,
+    "python": _str,
+    "env_setup": _str_list,
+    "nccl_env": _env,
+    "partition": _str,
+    "account": _str,
+    "qos": _str,
+    "time_limit": _str,
+    "constraint": _str,
+    "cpus_per_task": _opt_pos_int,
+    "mem": _str,
+    "device": _device,
+    "poll_interval_sec": _number,
+    "local_max_concurrent": _pos_int,
+    "scheduler": _scheduler,
+}
+#: Profile fields that become spec fields; checked with the spec's own validation.
+_SPEC_FIELDS: Final = (
+    "python",
+    "env_setup",
+    "nccl_env",
+    "partition",
+    "account",
+    "qos",
+    "time_limit",
+    "constraint",
+    "cpus_per_task",
+    "mem",
+)
+
+
+def _parse_profile(name: str, table: Mapping[str, Any], path: Path, text: str) -> Profile:
+    tname = f"profiles.{name}"
+    if not _PROFILE_NAME_RE.fullmatch(name):
+        raise ConfigError(
+            path,
+            "profile names use letters, digits, '_', '.' or '-'",
+            key=tname,
+            line=_key_line(text, tname, None),
+        )
+    values: dict[str, Any] = {}
+    for key, raw in table.items():
+        conv = _FIELDS.get(key)
+        if conv is None:
+            raise ConfigError(
+                path,
+                f"unknown setting; allowed: {', '.join(sorted(_FIELDS))}",
+                key=f"{tname}.{key}",
+                line=_key_line(text, tname, key),
+            )
+        try:
+            values[key] = conv(raw)
+        except TypeError as e:
+            raise ConfigError(
+                path,
+                f"{e}, got {raw!r}",
+                key=f"{tname}.{key}",
+                line=_key_line(text, tname, key),
+            ) from None
+    profile = Profile(name=name, **values)
+    # Profile values end up in job scripts: hold them to the spec's rules now, not at submit.
+    problems = [e for e in validate(default_spec(profile)) if e.field in _SPEC_FIELDS]
+    if problems:
+        first: FieldError = problems[0]
+        raise ConfigError(
+            path,
+            "; ".join(f"{e.field}: {e.message}" for e in problems),
+            key=f"{tname}.{first.field}",
+            line=_key_line(text, tname, first.field),
+        )
+    return profile
+
+
+def load_profiles(path: Path | None = None) -> dict[str, Profile]:
+    """Every profile in the config file, plus the built-in ``local`` one unless redefined.
+
+    Raises :class:`ConfigError` naming the file, line and key for a malformed file."""
+    return _load(config_path() if path is None else path)[0]
+
+
+def _load(path: Path) -> tuple[dict[str, Profile], str | None]:
+    builtin = {BUILTIN_PROFILE: Profile(name=BUILTIN_PROFILE)}
+    try:
+        raw_bytes = path.read_bytes()
+    except FileNotFoundError:
+        return builtin, None
+    except OSError as e:
+        raise ConfigError(path, f"cannot read: {e.strerror or e}") from None
+    try:
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(path, f"is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        # Python < 3.14 only puts the position in the message: "... (at line 3, column 7)".
+        m = re.search(r"\(at line (\d+), column \d+\)", str(e))
+        line = int(m.group(1)) if m else None
+        raise ConfigError(path, f"invalid TOML: {e}", line=line) from None
+
+    default = data.get("default")
+    for key in data:
+        if key not in ("default", "profiles"):
+            raise ConfigError(
+                path,
+                "unknown top-level key; allowed: default, [profiles.NAME] tables",
+                key=key,
+                line=_top_key_line(text, key) or _key_line(text, key, None),
+            )
+    if default is not None and not isinstance(default, str):
+        raise ConfigError(
+            path, "must be a profile name", key="default", line=_top_key_line(text, "default")
+        )
+    tables = data.get("profiles", {})
+    if not isinstance(tables, dict):
+        raise ConfigError(path, "must be tables: [profiles.NAME]", key="profiles")
+    profiles = dict(builtin)
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise ConfigError(
+                path,
+                "must be a table: [profiles.NAME]",
+                key=f"profiles.{name}",
+                line=_top_key_line(text, "profiles"),
+            )
+        profiles[name] = _parse_profile(name, table, path, text)
+    if default is not None and default not in profiles:
+        raise ConfigError(
+            path,
+            f"no profile {default!r}; have: {', '.join(sorted(profiles))}",
+            key="default",
+            line=_top_key_line(text, "default"),
+        )
+    if default is None:
+        user = [n for n in tables if n != BUILTIN_PROFILE]
+        default = user[0] if len(user) == 1 else None
+    return profiles, default
+
+
+def get_profile(name: str | None = None, path: Path | None = None) -> Profile:
+    """The named profile; with no name, the file's ``default``, else its only profile, else
+    the built-in ``local``. Raises :class:`ConfigError` for an unknown name."""
+    path = config_path() if path is None else path
+    profiles, default = _load(path)
+    if name is None:
+        return profiles[default or BUILTIN_PROFILE]
+    try:
+        return profiles[name]
+    except KeyError:
+        raise ConfigError(
+            path, f"no profile {name!r}; have: {', '.join(sorted(profiles))}"
+        ) from None
+
+
+def default_spec(profile: Profile, *, scheduler: str | None = None) -> ExperimentSpec:
+    """A starting spec for ``profile``. ``scheduler`` is the resolved kind ("slurm"/"local")
+    when known; it picks the device when the profile does not (the local scheduler: cpu/gloo)."""
+    kind = scheduler or profile.scheduler
+    device = profile.device or ("cpu" if kind == "local" else "cuda")
+    spec = ExperimentSpec(
+        python=profile.python,
+        env_setup=profile.env_setup,
+        nccl_env=profile.nccl_env,
+        partition=profile.partition,
+        account=profile.account,
+        qos=profile.qos,
+        time_limit=profile.time_limit,
+        constraint=profile.constraint,
+        mem=profile.mem,
+        device=device,
+        backend="gloo" if device == "cpu" else "auto",
+    )
+    if profile.cpus_per_task is not None:
+        spec = spec.replace(cpus_per_task=profile.cpus_per_task)
+    return spec

@@ -1,0 +1,315 @@
+"""Run directories: create them atomically, list them cheaply, read what they hold.
+
+Everything goes through an :class:`Executor`, so the same code serves the login node
+and a laptop over SSH. The layout is the contract in DESIGN.md ("The run directory").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import ddp_tui
+from ddp_tui.remote.executor import Batch, Executor, FileRead
+from ddp_tui.remote.tail import IncrementalFile, MetricsRow, parse_json_lines, parse_metrics_csv
+
+SPEC_FILE = "spec.json"
+SCRIPT_FILE = "job.sbatch"
+JOBS_FILE = "jobs.jsonl"
+RUN_JSON = "run.json"
+METRICS_FILE = "metrics.csv"
+PROGRESS_FILE = "progress.jsonl"
+CODE_DIR = "code"
+
+#: "<UTC yyyymmdd-HHMMSS>-<name>-<4 hex>"
+RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[A-Za-z0-9_.-]+-[0-9a-f]{4}$")
+_NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
+_NAME_MAX = 64
+
+
+class RunStoreError(Exception):
+    """A run directory could not be created or read."""
+
+
+def sanitize_name(name: str) -> str:
+    """``name`` reduced to ``[A-Za-z0-9_.-]`` (anything else becomes ``_``), never empty."""
+    clean = _NAME_BAD.sub("_", name).strip("._-")[:_NAME_MAX].strip("._-")
+    return clean or "run"
+
+
+def new_run_id(name: str, now: datetime | None = None) -> str:
+    now = now or datetime.now(timezone.utc)
+    return f"{now.strftime('%Y%m%d-%H%M%S')}-{sanitize_name(name)}-{secrets.token_hex(2)}"
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _join(*parts: str) -> str:
+    # Paths are for the target machine (POSIX); never os.path on a Windows laptop.
+    return "/".join(p.rstrip("/") if i == 0 else p.strip("/") for i, p in enumerate(parts))
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """Where one run lives."""
+
+    run_id: str
+    path: str
+
+    def file(self, name: str) -> str:
+        return _join(self.path, name)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run as ``list_runs`` sees it: its ``spec.json`` and its submission attempts."""
+
+    ref: RunRef
+    spec_json: Mapping[str, Any]
+    jobs: tuple[Mapping[str, Any], ...]
+
+    @property
+    def run_id(self) -> str:
+        return self.ref.run_id
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        spec = self.spec_json.get("spec")
+        return spec if isinstance(spec, Mapping) else {}
+
+    @property
+    def group(self) -> str | None:
+        group = self.spec_json.get("group")
+        return group if isinstance(group, str) else None
+
+    @property
+    def created_at(self) -> str:
+        return str(self.spec_json.get("created_at", ""))
+
+    @property
+    def latest_job(self) -> Mapping[str, Any] | None:
+        return self.jobs[-1] if self.jobs else None
+
+
+@dataclass
+class _Cached:
+    spec_json: dict[str, Any]
+    jobs_reader: IncrementalFile
+    jobs: list[dict[str, Any]]
+    generation: int
+
+
+def package_dir() -> Path:
+    """The installed ``ddp_tui`` package, whose trainer each run snapshots."""
+    return Path(ddp_tui.__file__).resolve().parent
+
+
+class RunStore:
+    """The run directories under ``root`` on the executor's machine."""
+
+    def __init__(self, executor: Executor, root: str, *, code_source: Path | None = None) -> None:
+        self.executor = executor
+        self.root = root.rstrip("/") or "/"
+        #: The ``ddp_tui`` package directory to snapshot (its __init__.py and trainer/).
+        self.code_source = code_source or package_dir()
+        self._cache: dict[str, _Cached] = {}
+
+    # -- paths --------------------------------------------------------------
+
+    def ref(self, run_id: str) -> RunRef:
+        if not RUN_ID_RE.match(run_id):
+            raise RunStoreError(f"not a run id: {run_id!r}")
+        return RunRef(run_id, _join(self.root, run_id))
+
+    # -- create -------------------------------------------------------------
+
+    def create_run(
+        self,
+        spec_dict: Mapping[str, Any],
+        name: str,
+        script_text: str | Callable[[str], str],
+        group: str | None = None,
+    ) -> RunRef:
+        """Create a complete run directory, or nothing at all.
+
+        Everything is built under ``.<run_id>.tmp`` next to the final name and renamed
+        into place; on any failure the temporary directory is removed and the error
+        re-raised. ``script_text`` may be a function of the final run directory.
+        """
+        self.executor.makedirs(self.root)
+        for _ in range(10):
+            run_id = new_run_id(name)
+            final = _join(self.root, run_id)
+            if self.executor.stat(final) is None:
+                break
+        else:  # pragma: no cover - 10 collisions of 16 random bits in one second
+            raise RunStoreError(f"could not find a free run id for {name!r}")
+        tmp = _join(self.root, f".{run_id}.tmp")
+        try:
+            self.executor.makedirs(tmp)
+            script = script_text(final) if callable(script_text) else script_text
+            doc = {
+                "spec": dict(spec_dict),
+                "ddp_tui_version": ddp_tui.__version__,
+                "created_at": _utc_now(),
+                "group": group,
+                "run_id": run_id,
+            }
+            self.executor.write_atomic(
+                _join(tmp, SPEC_FILE), (json.dumps(doc, indent=2) + "\n").encode()
+            )
+            self.executor.write_atomic(_join(tmp, SCRIPT_FILE), script.encode(), mode=0o755)
+            self.executor.write_atomic(_join(tmp, JOBS_FILE), b"")
+            self._upload_code(_join(tmp, CODE_DIR))
+            self.executor.rename(tmp, final)
+        except BaseException:
+            self.executor.remove_tree(tmp)
+            raise
+        return RunRef(run_id, final)
+
+    def _upload_code(self, dst: str) -> None:
+        src = self.code_source
+        init = src / "__init__.py"
+        trainer = src / "trainer"
+        if not init.is_file() or not trainer.is_dir():
+            raise RunStoreError(f"the ddp_tui trainer package is missing under {src}")
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+        # Stage a clean copy locally, so every executor uploads exactly this tree.
+        with tempfile.TemporaryDirectory(prefix="ddp-tui-code-") as staging:
+            pkg = Path(staging) / "ddp_tui"
+            pkg.mkdir()
+            shutil.copy2(init, pkg / "__init__.py")
+            shutil.copytree(trainer, pkg / "trainer", ignore=ignore)
+            self.executor.upload_tree(Path(staging), dst)
+
+    # -- jobs.jsonl ---------------------------------------------------------
+
+    def append_job(self, run: RunRef, record: Mapping[str, Any]) -> None:
+        """Add one submission attempt to ``jobs.jsonl``."""
+        line = json.dumps(dict(record), separators=(",", ":")) + "\n"
+        self.executor.append(run.file(JOBS_FILE), line.encode())
+
+    # -- list ---------------------------------------------------------------
+
+    def list_runs(self) -> list[RunInfo]:
+        """Every run under ``root``, oldest first.
+
+        One listdir plus one batch of reads: ``spec.json`` only for runs not seen
+        before, and the new bytes of each ``jobs.jsonl`` (usually none).
+        """
+        try:
+            names = [n for n in self.executor.listdir(self.root) if RUN_ID_RE.match(n)]
+        except FileNotFoundError:
+            self._cache.clear()
+            return []
+        present = set(names)
+        for gone in set(self._cache) - present:
+            del self._cache[gone]
+
+        new = [n for n in names if n not in self._cache]
+        known = [n for n in names if n in self._cache]
+        batch = Batch()
+        for n in new:
+            batch.reads.append(FileRead(_join(self.root, n, SPEC_FILE)))
+        for n in known:
+            batch.reads.append(self._cache[n].jobs_reader.request())
+        if batch.reads:
+            results = self.executor.run_batch(batch).reads
+            spec_results = results[: len(new)]
+            jobs_results = results[len(new) :]
+            fresh: list[str] = []
+            for n, res in zip(new, spec_results, strict=True):
+                doc = _load_json(res.data) if res.stat is not None else None
+                if doc is None:
+                    continue  # not a run directory (or not readable): look again next time
+                reader = IncrementalFile(_join(self.root, n, JOBS_FILE))
+                self._cache[n] = _Cached(doc, reader, [], reader.generation)
+                fresh.append(n)
+            again = []
+            for n, res in zip(known, jobs_results, strict=True):
+                if self._feed_jobs(self._cache[n], res):
+                    again.append(n)
+            again += fresh
+            if again:
+                # New runs' jobs.jsonl, and restarted readers: one more batch.
+                retry = Batch(reads=[self._cache[n].jobs_reader.request() for n in again])
+                for n, res in zip(again, self.executor.run_batch(retry).reads, strict=True):
+                    self._feed_jobs(self._cache[n], res)
+
+        out: list[RunInfo] = []
+        for n in names:
+            c = self._cache.get(n)
+            if c is not None:
+                out.append(RunInfo(RunRef(n, _join(self.root, n)), c.spec_json, tuple(c.jobs)))
+        return out
+
+    @staticmethod
+    def _feed_jobs(cached: _Cached, res: Any) -> bool:
+        lines = cached.jobs_reader.read_new(res)
+        if cached.jobs_reader.generation != cached.generation:
+            cached.generation = cached.jobs_reader.generation
+            cached.jobs = []
+        cached.jobs.extend(parse_json_lines(lines))
+        return cached.jobs_reader.needs_reread
+
+    # -- read ---------------------------------------------------------------
+
+    def read_spec(self, run: RunRef) -> dict[str, Any]:
+        """The whole ``spec.json`` (``spec``, ``group``, ``created_at``, ...)."""
+        try:
+            doc = _load_json(self.executor.read_range(run.file(SPEC_FILE)))
+        except FileNotFoundError as exc:
+            raise RunStoreError(f"{run.run_id}: no {SPEC_FILE}") from exc
+        if doc is None:
+            raise RunStoreError(f"{run.run_id}: {SPEC_FILE} is not a JSON object")
+        return doc
+
+    def read_jobs(self, run: RunRef) -> list[dict[str, Any]]:
+        """Every attempt in ``jobs.jsonl``; malformed lines are skipped."""
+        try:
+            data = self.executor.read_range(run.file(JOBS_FILE))
+        except FileNotFoundError:
+            return []
+        return parse_json_lines(data.decode("utf-8", "replace").split("\n"))
+
+    def read_run_json(self, run: RunRef) -> dict[str, Any] | None:
+        """The trainer's ``run.json``, or None before it exists."""
+        try:
+            return _load_json(self.executor.read_range(run.file(RUN_JSON)))
+        except FileNotFoundError:
+            return None
+
+    def read_metrics(self, run: RunRef) -> list[MetricsRow]:
+        """Every complete row of ``metrics.csv`` (none before it exists)."""
+        try:
+            data = self.executor.read_range(run.file(METRICS_FILE))
+        except FileNotFoundError:
+            return []
+        return parse_metrics_csv(data.decode("utf-8", "replace"))
+
+    def read_script(self, run: RunRef) -> str:
+        return self.executor.read_range(run.file(SCRIPT_FILE)).decode("utf-8", "replace")
+
+    def write_text(self, run: RunRef, name: str, text: str) -> str:
+        """Write a file of the app's (``sacct.txt``) into the run directory; returns its path."""
+        path = run.file(name)
+        self.executor.write_atomic(path, text.encode())
+        return path
+
+
+def _load_json(data: bytes) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None

@@ -1,0 +1,342 @@
+"""Incremental readers for files that grow: logs, ``metrics.csv``, ``progress.jsonl``.
+
+A reader keeps a byte offset and turns each :class:`ReadResult` into the complete
+new lines since the last one. The caller builds the :class:`FileRead` requests
+(``reader.request()``), answers them in one :class:`Batch` with the other reads of
+a refresh, and feeds every result back (``reader.read_new(result)``). Over SSH that
+is one round trip for every file of every run.
+
+What never breaks a reader: a partial last line (held back until its newline
+arrives), invalid UTF-8 (decoded with U+FFFD), a truncated file (size below the
+offset) or a rotated one (new inode, or the file vanished and came back); the last
+two restart the reader at byte 0, bump ``generation`` and ask for a re-read.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from typing import Any
+
+from ddp_tui.remote.executor import Batch, Executor, FileRead, ReadResult
+
+#: Bytes read per request; a reader that is further behind catches up over refreshes.
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+#: A "line" longer than this is emitted in pieces so memory stays bounded.
+MAX_LINE_BYTES = 1024 * 1024
+
+
+class IncrementalFile:
+    """Complete new lines of a growing text file, from a byte offset.
+
+    ``tail_bytes`` starts a reader of a big existing file near its end (a log of
+    1 GB need not be read from byte 0): the first result then only measures the
+    file, the next read starts ``tail_bytes`` before the end and drops the first,
+    cut-off line.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
+        tail_bytes: int | None = None,
+    ) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.tail_bytes = tail_bytes
+        #: Bumped on every restart (truncation, rotation); consumers drop what they kept.
+        self.generation = 0
+        #: True when the last result was discarded and the file should be read again now.
+        self.needs_reread = False
+        self._offset = 0
+        self._pending = b""
+        self._inode: int | None = None
+        self._started = False
+        self._gone = False
+        self._skip_first_line = False
+
+    @property
+    def offset(self) -> int:
+        """Bytes consumed so far (including the held-back partial line)."""
+        return self._offset
+
+    @property
+    def pending_text(self) -> str:
+        """The partial last line, e.g. a progress bar still being drawn."""
+        return _decode(self._pending)
+
+    def request(self) -> FileRead:
+        """The read that brings this reader up to date."""
+        return FileRead(self.path, self._offset, self.max_bytes)
+
+    def reset(self) -> None:
+        """Start again from byte 0 (the caller also drops what it kept)."""
+        self._offset = 0
+        self._pending = b""
+        self._inode = None
+        self._started = False
+        self._gone = False
+        self._skip_first_line = False
+        self.generation += 1
+
+    def read_new(self, result: ReadResult) -> list[str]:
+        """The complete lines that ``result`` adds, without their line endings."""
+        self.needs_reread = False
+        req = result.request
+        if req.path != self.path or req.offset != self._offset:
+            return []  # answered for an older state of this reader (e.g. before a restart)
+        st = result.stat
+        if st is None:
+            # Absent: not created yet, or removed by a rotation. Whatever appears
+            # under this name next is a new file.
+            if self._started:
+                self._gone = True
+            return []
+        if st.is_dir:
+            return []
+        if self._started and (
+            self._gone
+            or st.size < self._offset
+            or (self._inode is not None and st.inode and st.inode != self._inode)
+        ):
+            self.reset()
+            self.needs_reread = True
+            return []
+        if not self._started:
+            self._started = True
+            self._inode = st.inode or None
+            if self.tail_bytes is not None and st.size > self.tail_bytes and self._offset == 0:
+                self._offset = st.size - self.tail_bytes
+                self._skip_first_line = True
+                self.needs_reread = True
+                return []
+        return self._consume(result.data)
+
+    def read_from(self, executor: Executor) -> list[str]:
+        """Convenience for one file: read it now (re-reading once after a restart)."""
+        lines: list[str] = []
+        for _ in range(3):
+            res = executor.run_batch(Batch(reads=[self.request()])).reads[0]
+            lines = self.read_new(res)
+            if not self.needs_reread:
+                break
+        return lines
+
+    def _consume(self, data: bytes) -> list[str]:
+        if not data:
+            return []
+        self._offset += len(data)
+        parts = (self._pending + data).split(b"\n")
+        self._pending = parts.pop()
+        if self._skip_first_line and parts:
+            parts.pop(0)
+            self._skip_first_line = False
+        if len(self._pending) > MAX_LINE_BYTES:
+            parts.append(self._pending)
+            self._pending = b""
+        return [_decode(p) for p in parts]
+
+
+def _decode(raw: bytes) -> str:
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]  # CRLF files
+    return raw.decode("utf-8", "replace")
+
+
+def collapse_carriage_returns(line: str) -> str:
+    """What a terminal shows for ``line``: each ``\\r`` returns to column 0 and overwrites.
+
+    tqdm redraws its bar with ``\\r``; a log line ``"\\r 10%|#  \\r 20%|## "`` shows
+    as ``" 20%|## "``. Longer earlier text stays visible past the end of a shorter
+    overwrite, as on a terminal.
+    """
+    if "\r" not in line:
+        return line
+    screen: list[str] = []
+    for segment in line.split("\r"):
+        if len(segment) >= len(screen):
+            screen = list(segment)
+        else:
+            screen[: len(segment)] = segment
+    return "".join(screen)
+
+
+MetricsRow = dict[str, float | None]
+
+
+def parse_metrics_row(header: list[str], line: str) -> MetricsRow | None:
+    """One ``metrics.csv`` row as floats (None for empty cells); None if malformed."""
+    if not line.strip():
+        return None
+    try:
+        fields = next(csv.reader([line]))
+    except (csv.Error, StopIteration):
+        return None
+    if len(fields) != len(header):
+        return None
+    row: MetricsRow = {}
+    for name, cell in zip(header, fields, strict=True):
+        cell = cell.strip()
+        if not cell:
+            row[name] = None
+            continue
+        try:
+            row[name] = float(cell)
+        except ValueError:
+            row[name] = None
+    return row
+
+
+def parse_header(line: str) -> list[str]:
+    return [c.strip() for c in line.lstrip("\ufeff").split(",")]
+
+
+def parse_metrics_csv(text: str) -> list[MetricsRow]:
+    """Every complete row of a whole ``metrics.csv`` text (a partial last row is ignored)."""
+    lines = text.split("\n")
+    lines.pop()  # the part after the last newline is incomplete (or empty)
+    if not lines:
+        return []
+    header = parse_header(lines[0].rstrip("\r"))
+    rows: list[MetricsRow] = []
+    for line in lines[1:]:
+        row = parse_metrics_row(header, line.rstrip("\r"))
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+class MetricsReader:
+    """``metrics.csv`` rows as they are appended; ``rows`` holds all of them so far."""
+
+    def __init__(self, path: str, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
+        self.file = IncrementalFile(path, max_bytes=max_bytes)
+        self.header: list[str] | None = None
+        self.rows: list[MetricsRow] = []
+        self._generation = self.file.generation
+
+    @property
+    def generation(self) -> int:
+        return self.file.generation
+
+    @property
+    def needs_reread(self) -> bool:
+        return self.file.needs_reread
+
+    def request(self) -> FileRead:
+        return self.file.request()
+
+    def read_new(self, result: ReadResult) -> list[MetricsRow]:
+        """Rows that ``result`` adds. After a restart ``rows`` starts again from empty."""
+        lines = self.file.read_new(result)
+        if self.file.generation != self._generation:
+            self._generation = self.file.generation
+            self.header = None
+            self.rows = []
+        new: list[MetricsRow] = []
+        for line in lines:
+            if self.header is None:
+                if line.strip():
+                    self.header = parse_header(line)
+                continue
+            row = parse_metrics_row(self.header, line)
+            if row is not None:
+                new.append(row)
+        self.rows.extend(new)
+        return new
+
+    def read_from(self, executor: Executor) -> list[MetricsRow]:
+        new: list[MetricsRow] = []
+        for _ in range(3):
+            res = executor.run_batch(Batch(reads=[self.request()])).reads[0]
+            new = self.read_new(res)
+            if not self.needs_reread:
+                break
+        return new
+
+
+class JsonLinesReader:
+    """JSON objects from a ``.jsonl`` file; malformed lines and non-objects are skipped."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
+        tail_bytes: int | None = None,
+    ) -> None:
+        self.file = IncrementalFile(path, max_bytes=max_bytes, tail_bytes=tail_bytes)
+        #: The newest object read so far.
+        self.latest: dict[str, Any] | None = None
+        self._generation = self.file.generation
+
+    @property
+    def generation(self) -> int:
+        return self.file.generation
+
+    @property
+    def needs_reread(self) -> bool:
+        return self.file.needs_reread
+
+    def request(self) -> FileRead:
+        return self.file.request()
+
+    def read_new(self, result: ReadResult) -> list[dict[str, Any]]:
+        lines = self.file.read_new(result)
+        if self.file.generation != self._generation:
+            self._generation = self.file.generation
+            self.latest = None
+        out = parse_json_lines(lines)
+        if out:
+            self.latest = out[-1]
+        return out
+
+    def read_from(self, executor: Executor) -> list[dict[str, Any]]:
+        new: list[dict[str, Any]] = []
+        for _ in range(3):
+            res = executor.run_batch(Batch(reads=[self.request()])).reads[0]
+            new = self.read_new(res)
+            if not self.needs_reread:
+                break
+        return new
+
+
+def parse_json_lines(lines: list[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+class ProgressReader(JsonLinesReader):
+    """``progress.jsonl``; only the newest lines matter, so a big file is read from its tail."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
+        tail_bytes: int | None = 64 * 1024,
+    ) -> None:
+        super().__init__(path, max_bytes=max_bytes, tail_bytes=tail_bytes)
+
+
+class LogReader(IncrementalFile):
+    """A job's ``.out``/``.err``: lines as written, starting near the end of a big log."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
+        tail_bytes: int | None = 2 * 1024 * 1024,
+    ) -> None:
+        super().__init__(path, max_bytes=max_bytes, tail_bytes=tail_bytes)

@@ -1,0 +1,359 @@
+"""Per-run summaries and the scaling comparison of a group, with Markdown and CSV export.
+
+Inputs are what a run directory holds: ``metrics.csv`` rows, ``spec.json``'s spec
+and the trainer's ``run.json``. Throughput and epoch time are the median of the
+epochs after the first (the first pays for warm-up, compilation and cold caches),
+or of the only epoch when there is just one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pandas as pd
+
+from ddp_tui.remote.runs import RunInfo, RunRef, RunStore
+
+MetricsRows = Sequence[Mapping[str, float | None]]
+
+SCALING_COLUMNS = [
+    "nodes",
+    "gpus_per_node",
+    "world_size",
+    "global_batch",
+    "throughput",
+    "epoch_time",
+    "speedup",
+    "ideal_speedup",
+    "efficiency",
+    "final_val_metric",
+    "peak_mem_mib",
+]
+_INT_COLUMNS = ("nodes", "gpus_per_node", "world_size", "global_batch")
+
+# Spec field names, with the spellings accepted for each (first found wins).
+_SPEC_KEYS: dict[str, tuple[str, ...]] = {
+    "nodes": ("nodes", "num_nodes"),
+    "gpus_per_node": ("gpus_per_node", "procs_per_node", "nproc_per_node"),
+    "batch_size": ("batch_size", "batch_per_gpu", "batch_size_per_gpu"),
+    "grad_accum": ("grad_accum", "gradient_accumulation"),
+    "epochs": ("epochs",),
+}
+
+
+@dataclass(frozen=True)
+class RunData:
+    """What the summaries need of one run."""
+
+    run_id: str
+    spec: Mapping[str, Any]  # ExperimentSpec.to_dict()
+    metrics: MetricsRows
+    run_json: Mapping[str, Any] | None = None
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    group: str | None
+    state: str | None  # run.json's state
+    epochs_done: int
+    epochs_total: int | None
+    final_train_loss: float | None
+    final_val_metric: float | None
+    val_metric_name: str | None  # "val_acc" or "val_rmse"
+    throughput: float | None  # samples/s over all ranks
+    epoch_time: float | None  # seconds
+    peak_mem_mib: float | None
+    world_size: int | None
+    nodes: int | None
+    gpus_per_node: int | None
+    global_batch: int | None
+
+
+def load_run(store: RunStore, run: RunRef | RunInfo) -> RunData:
+    """Read one run's spec, metrics and run.json through the store's executor."""
+    if isinstance(run, RunInfo):
+        ref, spec_json = run.ref, dict(run.spec_json)
+    else:
+        ref, spec_json = run, store.read_spec(run)
+    spec = spec_json.get("spec")
+    group = spec_json.get("group")
+    return RunData(
+        run_id=ref.run_id,
+        spec=spec if isinstance(spec, Mapping) else {},
+        metrics=store.read_metrics(ref),
+        run_json=store.read_run_json(ref),
+        group=group if isinstance(group, str) else None,
+    )
+
+
+def _spec_value(spec: Mapping[str, Any], key: str) -> Any:
+    for name in _SPEC_KEYS[key]:
+        if spec.get(name) is not None:
+            return spec[name]
+    return None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def _num(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def epoch_rows(metrics: MetricsRows) -> list[Mapping[str, float | None]]:
+    """Rows ordered by epoch; an epoch written twice (a resumed run) keeps its last row."""
+    by_epoch: dict[float, Mapping[str, float | None]] = {}
+    for row in metrics:
+        epoch = row.get("epoch")
+        if epoch is not None and math.isfinite(epoch):
+            by_epoch[epoch] = row
+    return [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def steady_median(rows: Sequence[Mapping[str, float | None]], column: str) -> float | None:
+    """Median of ``column`` over the epochs after the first (all, if only one has a value)."""
+    values = [v for v in (_num(r.get(column)) for r in rows[1:]) if v is not None]
+    if not values:
+        values = [v for v in (_num(r.get(column)) for r in rows[:1]) if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _last(rows: Sequence[Mapping[str, float | None]], column: str) -> float | None:
+    for row in reversed(rows):
+        value = _num(row.get(column))
+        if value is not None:
+            return value
+    return None
+
+
+def summarize(run: RunData) -> RunSummary:
+    rows = epoch_rows(run.metrics)
+    rj = run.run_json or {}
+    spec = run.spec
+
+    val_name: str | None = None
+    val: float | None = None
+    for name in ("val_acc", "val_rmse"):
+        val = _last(rows, name)
+        if val is not None:
+            val_name = name
+            break
+
+    peaks = [v for v in (_num(r.get("gpu_mem_peak_mib")) for r in rows) if v is not None]
+
+    world = _as_int(rj.get("world_size"))
+    if world is None and rows:
+        world = _as_int(rows[-1].get("world_size"))
+    nodes = _as_int(_spec_value(spec, "nodes"))
+    if nodes is None and isinstance(rj.get("hosts"), list) and rj["hosts"]:
+        nodes = len(rj["hosts"])
+    per_node = _as_int(_spec_value(spec, "gpus_per_node"))
+    if world is None and nodes is not None and per_node is not None:
+        world = nodes * per_node
+    if per_node is None and world is not None and nodes:
+        per_node = world // nodes
+
+    batch = _as_int(_spec_value(spec, "batch_size"))
+    accum = _as_int(_spec_value(spec, "grad_accum")) or 1
+    global_batch = batch * world * accum if batch is not None and world is not None else None
+
+    epochs_total = _as_int(_spec_value(spec, "epochs"))
+    if epochs_total is None:
+        epochs_total = _as_int(rj.get("epochs"))
+    state = rj.get("state")
+
+    return RunSummary(
+        run_id=run.run_id,
+        group=run.group,
+        state=state if isinstance(state, str) else None,
+        epochs_done=len(rows),
+        epochs_total=epochs_total,
+        final_train_loss=_last(rows[-1:], "train_loss"),
+        final_val_metric=val,
+        val_metric_name=val_name,
+        throughput=steady_median(rows, "throughput_samples_per_sec"),
+        epoch_time=steady_median(rows, "epoch_time_sec"),
+        peak_mem_mib=max(peaks) if peaks else None,
+        world_size=world,
+        nodes=nodes,
+        gpus_per_node=per_node,
+        global_batch=global_batch,
+    )
+
+
+def summaries_frame(runs: Iterable[RunData | RunSummary]) -> pd.DataFrame:
+    """One row per run (index ``run_id``), every field of :class:`RunSummary`."""
+    summaries = [r if isinstance(r, RunSummary) else summarize(r) for r in runs]
+    df = pd.DataFrame([asdict(s) for s in summaries], columns=list(RunSummary.__annotations__))
+    return df.set_index("run_id")
+
+
+def scaling_table(runs: Iterable[RunData | RunSummary]) -> pd.DataFrame:
+    """The scaling comparison of one group, smallest world size first (index ``run_id``).
+
+    The baseline is the run with the smallest world size that has a throughput;
+    speedup = throughput / baseline throughput, ideal = world size / baseline world
+    size, efficiency = speedup / ideal. ``df.attrs["val_metric"]`` names the metric.
+    """
+    summaries = [r if isinstance(r, RunSummary) else summarize(r) for r in runs]
+    summaries.sort(key=lambda s: (s.world_size or 0, s.nodes or 0, s.run_id))
+    measured = [s for s in summaries if s.throughput and s.world_size]
+    base = min(measured, key=lambda s: s.world_size or 0) if measured else None
+
+    records: list[dict[str, Any]] = []
+    for s in summaries:
+        speedup = ideal = efficiency = None
+        if base is not None and base.throughput and base.world_size and s.world_size:
+            ideal = s.world_size / base.world_size
+            if s.throughput is not None:
+                speedup = s.throughput / base.throughput
+                efficiency = speedup / ideal
+        records.append(
+            {
+                "run_id": s.run_id,
+                "nodes": s.nodes,
+                "gpus_per_node": s.gpus_per_node,
+                "world_size": s.world_size,
+                "global_batch": s.global_batch,
+                "throughput": s.throughput,
+                "epoch_time": s.epoch_time,
+                "speedup": speedup,
+                "ideal_speedup": ideal,
+                "efficiency": efficiency,
+                "final_val_metric": s.final_val_metric,
+                "peak_mem_mib": s.peak_mem_mib,
+            }
+        )
+    df = pd.DataFrame(records, columns=["run_id", *SCALING_COLUMNS]).set_index("run_id")
+    for col in _INT_COLUMNS:
+        df[col] = df[col].astype("Int64")
+    for col in SCALING_COLUMNS:
+        if col not in _INT_COLUMNS:
+            df[col] = df[col].astype("float64")
+    names = {s.val_metric_name for s in summaries if s.val_metric_name}
+    df.attrs["val_metric"] = names.pop() if len(names) == 1 else "val_metric"
+    df.attrs["baseline"] = base.run_id if base is not None else None
+    return df
+
+
+_FORMATS: dict[str, str] = {
+    "throughput": "{:.1f}",
+    "epoch_time": "{:.2f}",
+    "speedup": "{:.2f}",
+    "ideal_speedup": "{:.2f}",
+    "efficiency": "{:.1%}",
+    "final_val_metric": "{:.4f}",
+    "peak_mem_mib": "{:.0f}",
+    "final_train_loss": "{:.4f}",
+}
+
+
+def _cell(value: Any, fmt: str | None) -> str:
+    if value is None or value is pd.NA:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return (fmt or "{:.4g}").format(value)
+    text = str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(
+    df: pd.DataFrame, *, index: bool = True, formats: Mapping[str, str] | None = None
+) -> str:
+    """A GitHub-flavoured Markdown table; numbers right-aligned, empty cells for missing."""
+    fmts = {**_FORMATS, **(formats or {})}
+    headers: list[str] = []
+    numeric: list[bool] = []
+    columns: list[list[str]] = []
+    if index:
+        headers.append(str(df.index.name or ""))
+        numeric.append(pd.api.types.is_numeric_dtype(df.index.dtype))
+        columns.append([_cell(v, None) for v in df.index])
+    for col in df.columns:
+        headers.append(str(col))
+        numeric.append(pd.api.types.is_numeric_dtype(df[col].dtype))
+        columns.append([_cell(v, fmts.get(str(col))) for v in df[col].tolist()])
+    widths = [
+        max([len(h), 3, *(len(c) for c in cells)])
+        for h, cells in zip(headers, columns, strict=True)
+    ]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [
+            c.rjust(w) if num else c.ljust(w)
+            for c, w, num in zip(cells, widths, numeric, strict=True)
+        ]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = (
+        "| "
+        + " | ".join(
+            ("-" * (w - 1) + ":") if num else "-" * w
+            for w, num in zip(widths, numeric, strict=True)
+        )
+        + " |"
+    )
+    out = [line(headers), rule]
+    out += [line([col[i] for col in columns]) for i in range(len(df))]
+    return "\n".join(out) + "\n"
+
+
+def to_csv(df: pd.DataFrame, *, index: bool = True) -> str:
+    """The table as CSV text (full precision, empty cells for missing)."""
+    return df.to_csv(index=index, lineterminator="\n")
+
+
+def _safe_dir_name(group: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", group).strip("._") or "group"
+
+
+def export_comparison(
+    store: RunStore,
+    group: str,
+    *,
+    runs: Sequence[RunData] | None = None,
+    out_dir: str | None = None,
+) -> list[str]:
+    """Write ``comparison.md`` and ``comparison.csv`` for ``group``; returns their paths.
+
+    By default they go to ``<runs_root>/comparisons/<group>/`` on the store's machine.
+    """
+    if runs is None:
+        runs = [load_run(store, info) for info in store.list_runs() if info.group == group]
+    df = scaling_table(runs)
+    out_dir = out_dir or f"{store.root.rstrip('/')}/comparisons/{_safe_dir_name(group)}"
+    store.executor.makedirs(out_dir)
+    metric = df.attrs.get("val_metric", "val_metric")
+    baseline = df.attrs.get("baseline")
+    md = [
+        f"# Scaling comparison: {group}",
+        "",
+        f"Baseline: `{baseline}` (smallest world size). Throughput is samples/s over all "
+        "ranks, the median of the epochs after the first; efficiency = speedup / ideal "
+        f"speedup. `final_val_metric` is {metric}.",
+        "",
+        to_markdown(df),
+    ]
+    md_path = f"{out_dir}/comparison.md"
+    csv_path = f"{out_dir}/comparison.csv"
+    store.executor.write_atomic(md_path, "\n".join(md).encode())
+    store.executor.write_atomic(csv_path, to_csv(df).encode())
+    return [md_path, csv_path]

@@ -1,0 +1,211 @@
+"""Process-group set-up and the few collectives the trainer needs.
+
+Everything here is a no-op for a single process, so the training loop has one code path.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .errors import RendezvousError, UsageError
+from .launch_env import LaunchEnv
+
+
+@dataclass
+class World:
+    """This process's place in the world, its device, and the groups it talks through."""
+
+    env: LaunchEnv
+    backend: str  # resolved: "nccl" | "gloo" | "none"
+    device: torch.device
+    host: str = field(default_factory=socket.gethostname)
+    # A gloo group for small CPU-side messages (stop flags, metric sums), so that they never
+    # queue behind gradient all-reduces or force a GPU sync.
+    control: Any = None
+
+    @property
+    def rank(self) -> int:
+        return self.env.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.env.world_size
+
+    @property
+    def is_main(self) -> bool:
+        return self.env.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.env.distributed
+
+    def device_name(self) -> str:
+        """``cuda:0 (NVIDIA H100 80GB HBM3)`` or ``cpu``."""
+        if self.device.type == "cuda":
+            return f"{self.device} ({torch.cuda.get_device_name(self.device)})"
+        return str(self.device)
+
+
+def resolve_backend(requested: str) -> str:
+    """``auto`` means nccl when CUDA is present, else gloo; nccl without CUDA is a usage error."""
+    cuda = torch.cuda.is_available()
+    if requested == "auto":
+        return "nccl" if cuda else "gloo"
+    if requested == "nccl" and not cuda:
+        raise UsageError("--backend", "nccl needs CUDA GPUs, and none are visible; use gloo")
+    return requested
+
+
+def choose_device(env: LaunchEnv) -> torch.device:
+    """The GPU of this local rank (modulo what is visible), or the CPU."""
+    if torch.cuda.is_available():
+        index = env.local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+    return torch.device("cpu")
+
+
+def rendezvous_hint(env: LaunchEnv, timeout_sec: float, error: BaseException) -> str:
+    """The message for a failed rendezvous: where it waited, and the usual reasons."""
+    return (
+        f"rendezvous failed: rank {env.rank} of {env.world_size} on {socket.gethostname()} waited "
+        f"on {env.rendezvous} (launcher {env.launcher}, timeout {timeout_sec:g}s): "
+        f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}\n"
+        "Likely causes:\n"
+        f"  - a rank never started or crashed early (check every task's log; are all "
+        f"{env.world_size} ranks launched, e.g. by srun/torchrun on every node?);\n"
+        f"  - port {env.master_port} is already in use on {env.master_addr} (another job or a "
+        "stale process; set MASTER_PORT to a free port);\n"
+        f"  - {env.master_addr} is not reachable from every node on this interface (wrong "
+        "network interface or hostname: check MASTER_ADDR, NCCL_SOCKET_IFNAME and "
+        "GLOO_SOCKET_IFNAME, and firewalls)."
+    )
+
+
+def init_world(env: LaunchEnv, backend: str, timeout_sec: float) -> World:
+    """Form the process group (if more than one rank) and pick the device."""
+    device = choose_device(env)
+    resolved = resolve_backend(backend)
+    if not env.distributed:
+        return World(env=env, backend="none", device=device)
+    # env:// reads these; torchrun has set them already, srun has not.
+    os.environ.setdefault("MASTER_ADDR", env.master_addr)
+    os.environ.setdefault("MASTER_PORT", str(env.master_port))
+    os.environ["RANK"] = str(env.rank)
+    os.environ["WORLD_SIZE"] = str(env.world_size)
+    os.environ.setdefault("LOCAL_RANK", str(env.local_rank))
+    timeout = timedelta(seconds=timeout_sec)
+    try:
+        dist.init_process_group(
+            backend=resolved,
+            init_method="env://",
+            rank=env.rank,
+            world_size=env.world_size,
+            timeout=timeout,
+            device_id=device if resolved == "nccl" else None,
+        )
+        control = dist.new_group(backend="gloo", timeout=timeout) if resolved != "gloo" else None
+    except (RuntimeError, ValueError, OSError, TimeoutError) as exc:  # Dist*Error are RuntimeErrors
+        raise RendezvousError(rendezvous_hint(env, timeout_sec, exc)) from exc
+    world = World(env=env, backend=resolved, device=device)
+    world.control = control if control is not None else dist.group.WORLD
+    return world
+
+
+def close_world(world: World) -> None:
+    """Tear down the process group; never raises (it runs on the way out)."""
+    if world.distributed and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - shutting down; nothing useful to do
+            pass
+
+
+def barrier(world: World) -> None:
+    """All ranks wait here (over the CPU control group)."""
+    if world.distributed:
+        dist.barrier(group=world.control)
+
+
+def all_sum(world: World, values: list[float]) -> list[float]:
+    """Element-wise sum over ranks of a short list of numbers (float64, CPU)."""
+    if not world.distributed:
+        return list(values)
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM, group=world.control)
+    return [float(v) for v in t.tolist()]
+
+
+def all_max(world: World, values: list[float]) -> list[float]:
+    """Element-wise maximum over ranks."""
+    if not world.distributed:
+        return list(values)
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=world.control)
+    return [float(v) for v in t.tolist()]
+
+
+def all_gather(world: World, obj: Any) -> list[Any]:
+    """Every rank's (picklable) object, in rank order."""
+    if not world.distributed:
+        return [obj]
+    out: list[Any] = [None] * world.world_size
+    dist.all_gather_object(out, obj, group=world.control)
+    return out
+
+
+def broadcast_object(world: World, obj: Any) -> Any:
+    """Rank 0's object on every rank."""
+    if not world.distributed:
+        return obj
+    box = [obj if world.is_main else None]
+    dist.broadcast_object_list(box, src=0, group=world.control)
+    return box[0]
+
+
+def sync_buffers(world: World, module: torch.nn.Module) -> None:
+    """Give every rank rank 0's buffers (BatchNorm running stats).
+
+    DDP broadcasts them at the start of each training forward anyway, so doing it early changes
+    nothing for training; it makes evaluation and the weight hashes agree across ranks.
+    """
+    if not world.distributed:
+        return
+    for buf in module.buffers():
+        dist.broadcast(buf.data, src=0)
+
+
+class StopVote:
+    """Agree, across ranks, on whether to stop after the current step.
+
+    A signal may reach only some ranks, or reach them at different steps; each step's vote is an
+    all-reduce (MAX) of the local flags, started before the step's compute and read after it, so
+    it costs no extra wait and all ranks stop after the same step.
+    """
+
+    def __init__(self, world: World) -> None:
+        self._world = world
+        self._flag = torch.zeros(1, dtype=torch.int32)
+        self._work: Any = None
+
+    def start(self, local_stop: bool) -> None:
+        """Launch this step's vote with this rank's flag."""
+        self._flag.fill_(1 if local_stop else 0)
+        if self._world.distributed:
+            self._work = dist.all_reduce(
+                self._flag, op=dist.ReduceOp.MAX, group=self._world.control, async_op=True
+            )
+
+    def result(self) -> bool:
+        """True when any rank voted to stop."""
+        if self._work is not None:
+            self._work.wait()
+            self._work = None
+        return bool(self._flag.item())

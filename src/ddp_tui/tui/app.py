@@ -1,0 +1,432 @@
+"""The Textual app: connects the cluster facade, polls it in one worker, and hosts the screens."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from textual import on, work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import var
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from ddp_tui.tui.formatting import describe_error
+from ddp_tui.tui.header import Status
+from ddp_tui.tui.messages import (
+    ActionDone,
+    ChecksReady,
+    Connected,
+    ConnectFailed,
+    RefreshFailed,
+    SnapshotReady,
+)
+from ddp_tui.tui.pacing import (
+    DEFAULT_INTERVAL,
+    MIN_INTERVAL,
+    poll_delay,
+    sleep_unless_cancelled,
+)
+from ddp_tui.tui.prompter import TuiPrompter
+
+if TYPE_CHECKING:
+    from ddp_tui.config import Profile
+    from ddp_tui.remote.cluster import Cluster, RunView, Snapshot
+    from ddp_tui.remote.scheduler import PartitionInfo
+    from ddp_tui.spec import ExperimentSpec
+
+#: Opens the facade, in a worker thread; the prompter answers SSH questions through modals.
+ClusterFactory = Callable[[TuiPrompter], "Cluster"]
+
+CONNECT_RETRY_MAX = 60.0
+
+
+class DdpTuiApp(App[None]):
+    """ddp-tui. Attributes flow down (``snapshot``, ``status``); workers post messages up."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "ddp-tui"
+    BINDINGS = [
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+        Binding("f5", "refresh_now", "Refresh", show=False),
+    ]
+
+    #: The newest refresh; screens watch it.
+    snapshot: var[Snapshot | None] = var(None, always_update=True)
+    #: What the header shows.
+    status: var[Status] = var(Status())
+
+    def __init__(
+        self,
+        cluster_factory: ClusterFactory,
+        *,
+        profile: Profile | None = None,
+        refresh_interval: float | None = None,
+        clock: Callable[[], float] = time.time,
+        connect_retry: bool = True,
+    ) -> None:
+        super().__init__()
+        self.cluster_factory = cluster_factory
+        self.profile = profile
+        interval = refresh_interval
+        if interval is None:
+            interval = profile.poll_interval_sec if profile is not None else DEFAULT_INTERVAL
+        self.refresh_interval = max(MIN_INTERVAL, interval)
+        self.clock = clock
+        self.connect_retry = connect_retry
+        self.cluster: Cluster | None = None
+        #: Serialises facade calls from the workers (the facade keeps per-run read state).
+        self.cluster_lock = threading.RLock()
+        self.prompter = TuiPrompter(self)
+        self.partitions: list[PartitionInfo] = []
+        self._wake = threading.Event()
+        self._pending_selection: str | None = None
+        self._refresh_failures = 0
+
+    def get_default_screen(self) -> Screen[Any]:
+        from ddp_tui.tui.screens.jobs import JobsScreen
+
+        return JobsScreen()
+
+    def on_mount(self) -> None:
+        self.connect()
+
+    # -- connecting and polling --------------------------------------------------
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="connect", description="Connect")
+    def connect(self) -> None:
+        worker = get_current_worker()
+        delay = 2.0
+        while not worker.is_cancelled:
+            try:
+                cluster = self.cluster_factory(self.prompter)
+            except Exception as error:  # shown in the header; retried with backoff
+                retry = self.connect_retry and not self.prompter.declined
+                self.post_message(ConnectFailed(describe_error(error), delay if retry else None))
+                if not retry or not sleep_unless_cancelled(worker, delay):
+                    return
+                delay = min(CONNECT_RETRY_MAX, delay * 2)
+                continue
+            partitions: list[PartitionInfo] = []
+            lister = getattr(cluster, "partitions", None)
+            if callable(lister):
+                try:
+                    partitions = list(lister())
+                except Exception:  # partitions only fill a picker; validation reports the rest
+                    partitions = []
+            self.partitions = partitions
+            self.post_message(Connected(cluster))
+            return
+
+    @on(Connected)
+    def _connected(self, message: Connected) -> None:
+        self.cluster = message.cluster
+        self.status = Status(location=message.cluster.location, connection="ok", last_refresh=None)
+        self.poll()
+
+    @on(ConnectFailed)
+    def _connect_failed(self, message: ConnectFailed) -> None:
+        note = (
+            f"retrying in {message.retry_in:.0f}s"
+            if message.retry_in is not None
+            else "f5 or the palette's Reconnect retries"
+        )
+        self.status = Status(
+            location=self.status.location if self.cluster else "not connected",
+            connection="not connected",
+            error=f"{message.error} ({note})",
+        )
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="refresh", description="Refresh")
+    def poll(self) -> None:
+        """The one refresh loop: ``cluster.refresh()`` every interval, with backoff."""
+        worker = get_current_worker()
+        while not worker.is_cancelled:
+            cluster = self.cluster
+            active = True
+            if cluster is not None:
+                try:
+                    with self.cluster_lock:
+                        snapshot = cluster.refresh()
+                except Exception as error:  # an outage must never end the loop
+                    self._refresh_failures += 1
+                    self.post_message(RefreshFailed(describe_error(error)))
+                else:
+                    self._refresh_failures = self._refresh_failures + 1 if snapshot.error else 0
+                    active = any(run.state.is_active for run in snapshot.runs)
+                    self.post_message(SnapshotReady(snapshot))
+            delay = poll_delay(self.refresh_interval, self._refresh_failures, active)
+            if not sleep_unless_cancelled(worker, delay, self._wake):
+                return
+
+    def refresh_soon(self) -> None:
+        """Wake the poller now (after a submit, cancel or retry)."""
+        self._refresh_failures = 0
+        self._wake.set()
+
+    @on(SnapshotReady)
+    def _snapshot_ready(self, message: SnapshotReady) -> None:
+        snapshot = message.snapshot
+        healthy = snapshot.error is None
+        self.snapshot = snapshot
+        self.status = Status(
+            location=snapshot.location,
+            version=snapshot.scheduler_version,
+            connection=snapshot.connection,
+            last_refresh=self.clock() if healthy else self.status.last_refresh,
+            error=snapshot.error,
+        )
+
+    @on(RefreshFailed)
+    def _refresh_failed(self, message: RefreshFailed) -> None:
+        current = self.status
+        self.status = Status(
+            location=current.location,
+            version=current.version,
+            connection="refresh failed",
+            last_refresh=current.last_refresh,
+            error=message.error,
+        )
+
+    def require_cluster(self) -> Cluster:
+        """The facade, for workers; raises a plain message while not connected."""
+        cluster = self.cluster
+        if cluster is None:
+            raise RuntimeError("not connected yet; the header shows the connection state")
+        return cluster
+
+    # -- the one worker-failure handler -------------------------------------------
+
+    @on(Worker.StateChanged)
+    def _worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.worker_state_changed(event)
+
+    def worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Every worker of every screen ends up here: failures become notifications."""
+        if event.state != WorkerState.ERROR:
+            return
+        worker = event.worker
+        error = worker.error
+        what = worker.description or worker.name or "background task"
+        message = describe_error(error) if error is not None else "unknown error"
+        self.notify(message, title=f"{what} failed", severity="error", markup=False, timeout=8)
+        if worker.group == "refresh" and self.cluster is not None:
+            self.poll()  # the loop catches its own errors; restart it if it ever dies
+
+    # -- run actions, shared by the jobs and detail screens -------------------------
+
+    def run_by_id(self, run_id: str) -> RunView | None:
+        snapshot = self.snapshot
+        if snapshot is None:
+            return None
+        return next((run for run in snapshot.runs if run.run_id == run_id), None)
+
+    def take_selection(self) -> str | None:
+        """A run the jobs table should put its cursor on (once), e.g. after a submit."""
+        run_id = self._pending_selection
+        if run_id is not None and self.run_by_id(run_id) is not None:
+            self._pending_selection = None
+            return run_id
+        return None
+
+    def runs_submitted(self, runs: Sequence[RunView], what: str) -> None:
+        if runs:
+            self._pending_selection = runs[0].run_id
+            jobs = ", ".join(run.job_id or "?" for run in runs)
+            names = runs[0].name if len(runs) == 1 else f"{len(runs)} runs"
+            self.notify(f"{names} {what}: job {jobs}", title="Submitted", markup=False)
+        self.refresh_soon()
+
+    def open_run(self, run_id: str) -> None:
+        from ddp_tui.tui.screens.detail import DetailScreen
+
+        self.push_screen(DetailScreen(run_id))
+
+    def default_spec(self) -> ExperimentSpec:
+        """The profile's defaults for this scheduler."""
+        from ddp_tui.config import Profile, default_spec
+
+        cluster = self.cluster
+        own = getattr(cluster, "default_spec", None)
+        if callable(own):
+            spec: ExperimentSpec = own()
+            return spec
+        scheduler = getattr(getattr(cluster, "scheduler", None), "name", None)
+        return default_spec(self.profile or Profile(), scheduler=scheduler)
+
+    def open_compose(self, spec: ExperimentSpec | None = None, title: str = "Compose") -> None:
+        from ddp_tui.tui.screens.compose import ComposeScreen
+
+        self.push_screen(
+            ComposeScreen(spec or self.default_spec(), title=title, partitions=self.partitions)
+        )
+
+    def open_compare(self, run_id: str | None = None) -> None:
+        from ddp_tui.tui.screens.compare import CompareScreen
+
+        run = self.run_by_id(run_id) if run_id else None
+        self.push_screen(CompareScreen(run.group if run is not None else None))
+
+    def edit_run(self, run_id: str) -> None:
+        run = self.run_by_id(run_id)
+        if run is None:
+            self.notify("That run is not in the last refresh yet.", severity="warning")
+            return
+        self.open_compose(run.spec, title=f"Edit {run.name}")
+
+    def confirm_cancel(self, run_id: str) -> None:
+        from ddp_tui.tui.modals import ConfirmModal
+
+        run = self.run_by_id(run_id)
+        if run is None:
+            self.notify("That run is not in the last refresh yet.", severity="warning")
+            return
+        if not run.state.is_active:
+            self.notify(
+                f"{run.name} is {run.state.value}: only queued or running runs can be cancelled.",
+                severity="warning",
+                markup=False,
+            )
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.cancel_run(run_id, run.name)
+
+        job = f" (job {run.job_id})" if run.job_id else ""
+        self.push_screen(
+            ConfirmModal(f"Cancel {run.name}{job}?", yes="Cancel run", no="Keep"), answered
+        )
+
+    @work(thread=True, exit_on_error=False, group="action", description="Cancel")
+    def cancel_run(self, run_id: str, name: str) -> None:
+        cluster = self.require_cluster()
+        with self.cluster_lock:
+            cluster.cancel(run_id)
+        self.post_message(ActionDone(f"Cancelled {name}."))
+
+    def retry_run(self, run_id: str) -> None:
+        run = self.run_by_id(run_id)
+        if run is not None and run.state.is_active:
+            self.notify(
+                f"{run.name} is still {run.state.value}; cancel it first (c).",
+                severity="warning",
+                markup=False,
+            )
+            return
+        self._retry(run_id)
+
+    @work(thread=True, exit_on_error=False, group="action", description="Retry")
+    def _retry(self, run_id: str) -> None:
+        cluster = self.require_cluster()
+        with self.cluster_lock:
+            run = cluster.retry(run_id)
+        self.post_message(
+            ActionDone(
+                f"Retrying {run.name}: job {run.job_id} resumes from its checkpoint.", run.run_id
+            )
+        )
+
+    def verify_run(self, run_id: str, *, show: bool = True) -> None:
+        """Verify in the background; ``show`` opens the checklist unless its detail screen is up."""
+        self._verify(run_id, show)
+
+    @work(thread=True, exit_on_error=False, group="verify", description="Verify")
+    def _verify(self, run_id: str, show: bool) -> None:
+        cluster = self.require_cluster()
+        with self.cluster_lock:
+            checks = cluster.verify(run_id)
+        self.post_message(ChecksReady(run_id, checks, show))
+
+    @on(ChecksReady)
+    def _checks_ready(self, message: ChecksReady) -> None:
+        from ddp_tui.tui.modals import ChecksModal
+        from ddp_tui.tui.screens.detail import DetailScreen
+
+        shown = False
+        for screen in self.screen_stack:
+            if isinstance(screen, DetailScreen) and screen.run_id == message.run_id:
+                screen.show_checks(message.checks)
+                shown = screen is self.screen
+        if not shown and message.show:
+            run = self.run_by_id(message.run_id)
+            name = run.name if run is not None else message.run_id
+            self.push_screen(ChecksModal(f"Verification of {name}", message.checks))
+
+    @on(ActionDone)
+    def _action_done(self, message: ActionDone) -> None:
+        if message.select:
+            self._pending_selection = message.select
+        self.notify(message.text, markup=False)
+        self.refresh_soon()
+
+    # -- app actions ------------------------------------------------------------
+
+    def action_help(self) -> None:
+        from ddp_tui.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_refresh_now(self) -> None:
+        if self.cluster is None:
+            self.action_reconnect()
+        else:
+            self.refresh_soon()
+
+    def action_reconnect(self) -> None:
+        if self.cluster is None:
+            self.prompter.declined = False
+            self.status = Status(location="connecting...", connection="connecting")
+            self.connect()
+
+    def action_jobs(self) -> None:
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, _jobs_screen_type()):
+            self.pop_screen()
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("New experiment", "Compose a run: model, data, size", self.open_compose)
+        yield SystemCommand("Jobs", "Back to the table of runs", self.action_jobs)
+        yield SystemCommand("Compare sizes", "Speedup and efficiency of a sweep", self.open_compare)
+        yield SystemCommand("Refresh now", "Poll the scheduler now", self.action_refresh_now)
+        yield SystemCommand("Reconnect", "Open the connection again", self.action_reconnect)
+        yield SystemCommand("Help", "Keys of every screen", self.action_help)
+        from ddp_tui.tui.screens.jobs import JobsScreen
+
+        if isinstance(screen, JobsScreen):
+            yield SystemCommand(
+                "Show or hide finished runs",
+                "Toggle finished runs in the table",
+                screen.action_toggle_finished,
+            )
+            yield SystemCommand("Filter runs", "Type to filter the table", screen.action_filter)
+
+
+def _jobs_screen_type() -> type[Screen[Any]]:
+    from ddp_tui.tui.screens.jobs import JobsScreen
+
+    return JobsScreen
+
+
+def run_app(
+    cluster_factory: ClusterFactory,
+    *,
+    profile: Profile | None = None,
+    refresh_interval: float | None = None,
+) -> int:
+    """Run the app until the user quits; the CLI's entry point. Returns the exit status."""
+    app = DdpTuiApp(cluster_factory, profile=profile, refresh_interval=refresh_interval)
+    try:
+        app.run()
+    finally:
+        cluster = app.cluster
+        if cluster is not None:
+            with contextlib.suppress(Exception):  # best effort: the app already ended
+                cluster.close()
+    return app.return_code or 0

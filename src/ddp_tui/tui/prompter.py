@@ -1,0 +1,78 @@
+"""Answer the SSH layer's questions (host keys, passphrases, 2FA) with modal screens.
+
+The SSH layer asks from a worker thread. Each question pushes a modal on the app's
+thread and the worker blocks on a queue until the user answers.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from textual.screen import ModalScreen
+
+from ddp_tui.tui.modals import HostKeyModal, PromptField, PromptModal
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+T = TypeVar("T")
+
+
+class PromptUnavailable(RuntimeError):
+    """A question was asked from the app's own thread, or the app is gone."""
+
+
+class TuiPrompter:
+    """The SSH helper's ``Prompter``, answered through modals. Call only from worker threads."""
+
+    def __init__(self, app: App[Any], *, timeout: float | None = 600.0) -> None:
+        self.app = app
+        self.timeout = timeout
+        #: True once the user refused a host key or cancelled a prompt.
+        self.declined = False
+
+    def _ask(self, modal: ModalScreen[T]) -> T | None:
+        answers: queue.Queue[T | None] = queue.Queue(maxsize=1)
+
+        def push() -> None:
+            self.app.push_screen(modal, callback=answers.put)
+
+        try:
+            self.app.call_from_thread(push)
+            return answers.get(timeout=self.timeout)
+        except queue.Empty:
+            self.app.call_from_thread(modal.dismiss, None)
+            return None
+        except RuntimeError as error:  # asked on the app's thread, or the app has exited
+            raise PromptUnavailable(str(error)) from error
+
+    def confirm_host_key(
+        self, host: str, key_type: str, fingerprint: str, *, changed: bool = False
+    ) -> bool:
+        """Trust an unknown host key? ``fingerprint`` is ``SHA256:...``."""
+        answer = self._ask(HostKeyModal(host, key_type, fingerprint, changed=changed))
+        if not answer:
+            self.declined = True
+        return bool(answer)
+
+    def ask_secret(self, prompt: str) -> str | None:
+        """A password or key passphrase; ``None`` when the user cancels."""
+        answers = self._ask(PromptModal("", "", [PromptField(prompt, echo=False)]))
+        if answers is None:
+            self.declined = True
+            return None
+        return answers[0]
+
+    def keyboard_interactive(
+        self, title: str, instructions: str, prompts: Sequence[tuple[str, bool]]
+    ) -> list[str] | None:
+        """Answers to a keyboard-interactive round (``(prompt, echo)`` pairs)."""
+        if not prompts:
+            return []
+        fields = [PromptField(text, echo) for text, echo in prompts]
+        answers = self._ask(PromptModal(title, instructions, fields))
+        if answers is None:
+            self.declined = True
+        return answers

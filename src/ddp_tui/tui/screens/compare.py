@@ -1,0 +1,270 @@
+"""Compare: one group of runs that differ only in size, side by side, with speedup vs ideal."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import DataTable, Footer, Select, Static
+from textual_plotext import PlotextPlot
+
+from ddp_tui.tui.formatting import duration, metric_label, number, rate, size
+from ddp_tui.tui.header import StatusHeader
+from ddp_tui.tui.messages import ComparisonReady
+from ddp_tui.tui.screens.base import BaseScreen
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ddp_tui.remote.cluster import RunView, Snapshot
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    key: str
+    label: str
+    signature: tuple[tuple[str, str, int], ...]  # (run_id, state, epochs done): recompute on change
+
+
+def run_group(run: RunView) -> str | None:
+    """The comparison group of a run: its sweep key, if it was submitted as one."""
+    return run.group
+
+
+def groups_of(runs: Sequence[RunView]) -> list[GroupInfo]:
+    """Groups with their runs, newest group first (runs arrive newest first)."""
+    members: dict[str, list[RunView]] = {}
+    for run in runs:
+        key = run_group(run)
+        if key:
+            members.setdefault(key, []).append(run)
+    groups: list[GroupInfo] = []
+    for key, group_runs in members.items():
+        first = group_runs[-1]
+        sizes = sorted({(int(r.spec.nodes), int(r.spec.gpus_per_node)) for r in group_runs})
+        shown = ", ".join(size(n, g) for n, g in sizes)
+        label = f"{first.spec.model} on {first.spec.dataset}: {len(group_runs)} runs ({shown})"
+        signature = tuple(sorted((r.run_id, r.state.value, r.epochs_done) for r in group_runs))
+        groups.append(GroupInfo(key, label, signature))
+    return groups
+
+
+def _float(value: Any) -> float | None:
+    try:
+        result = float(value)
+    except (TypeError, ValueError):  # None, pd.NA, text
+        return None
+    return result if math.isfinite(result) else None
+
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("size", "NxG"),
+    ("world_size", "World"),
+    ("global_batch", "Global batch"),
+    ("throughput", "Samples/s"),
+    ("epoch_time", "Epoch time"),
+    ("speedup", "Speedup"),
+    ("ideal_speedup", "Ideal"),
+    ("efficiency", "Efficiency"),
+    ("final_val_metric", "Final val"),
+    ("peak_mem_mib", "Peak MiB"),
+)
+
+
+def comparison_rows(frame: pd.DataFrame) -> list[dict[str, float | None]]:
+    """The frame's rows as plain floats (missing: None), whatever its dtypes."""
+    rows: list[dict[str, float | None]] = []
+    for record in frame.to_dict(orient="records"):
+        rows.append({str(key): _float(value) for key, value in record.items()})
+    return rows
+
+
+def comparison_cells(row: dict[str, float | None]) -> list[Text | str]:
+    nodes, gpus = row.get("nodes"), row.get("gpus_per_node")
+    efficiency = row.get("efficiency")
+    eff: Text | str = "-"
+    if efficiency is not None:
+        style = "green" if efficiency >= 0.9 else "yellow" if efficiency >= 0.7 else "red"
+        eff = Text(f"{efficiency:.0%}", style=style)
+
+    def integer(key: str) -> str:
+        value = row.get(key)
+        return "-" if value is None else str(int(value))
+
+    def times(key: str) -> str:
+        value = row.get(key)
+        return "-" if value is None else f"{value:.2f}x"
+
+    peak = row.get("peak_mem_mib")
+    return [
+        size(int(nodes), int(gpus)) if nodes is not None and gpus is not None else "-",
+        integer("world_size"),
+        integer("global_batch"),
+        rate(row.get("throughput")),
+        duration(row.get("epoch_time")),
+        times("speedup"),
+        times("ideal_speedup"),
+        eff,
+        number(row.get("final_val_metric")),
+        "-" if peak is None else f"{peak:.0f}",
+    ]
+
+
+class CompareScreen(BaseScreen):
+    """Pick a group; see throughput, speedup and efficiency per size; ``x`` exports."""
+
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("g", "pick_group", "Group"),
+        Binding("x", "export", "Export"),
+    ]
+
+    def __init__(self, group: str | None = None) -> None:
+        super().__init__()
+        self.group = group
+        self.groups: list[GroupInfo] = []
+        self.rows: list[dict[str, float | None]] = []
+        self.val_metric = "val_metric"
+        self._computed: tuple[str, tuple[tuple[str, str, int], ...]] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield StatusHeader("Compare")
+        yield Select[str]([], prompt="Pick a group of runs (a sweep)", id="group")
+        yield Static("", id="compare-note", markup=False)
+        with Vertical(id="compare-body"):
+            table: DataTable[Text | str] = DataTable(id="compare-table", cursor_type="row")
+            yield table
+            yield PlotextPlot(id="plot-speedup")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#compare-table", DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        self.watch(self.app, "snapshot", self._snapshot_changed, init=True)
+        self._draw_plot()
+
+    def _snapshot_changed(self, snapshot: Snapshot | None = None) -> None:
+        snapshot = self.ddp_app.snapshot
+        groups = groups_of(snapshot.runs) if snapshot is not None else []
+        select = self.query_one("#group", Select)
+        if [(g.key, g.label) for g in groups] != [(g.key, g.label) for g in self.groups]:
+            self.groups = groups
+            with self.prevent(Select.Changed):
+                select.set_options([(g.label, g.key) for g in groups])
+                if self.group in {g.key for g in groups}:
+                    select.value = self.group
+        self.groups = groups
+        note = self.query_one("#compare-note", Static)
+        if not groups:
+            note.update(
+                "No groups yet. Submit a sweep from Compose (ctrl+g), e.g. sizes 1,2,4 GPUs."
+                if snapshot is not None
+                else "Waiting for the first refresh..."
+            )
+        elif self.group is None:
+            note.update("Pick a group (g).")
+        self._maybe_compute()
+
+    @on(Select.Changed, "#group")
+    def _group_changed(self, event: Select.Changed) -> None:
+        self.group = None if event.value is Select.NULL else str(event.value)
+        self._maybe_compute()
+
+    def _maybe_compute(self) -> None:
+        if self.group is None or self.ddp_app.cluster is None:
+            return
+        info = next((g for g in self.groups if g.key == self.group), None)
+        signature = info.signature if info is not None else ()
+        if self._computed == (self.group, signature):
+            return
+        self._computed = (self.group, signature)
+        self.compute(self.group)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="compare", description="Compare")
+    def compute(self, group: str) -> None:
+        cluster = self.ddp_app.require_cluster()
+        with self.ddp_app.cluster_lock:
+            frame = cluster.compare(group)
+        self.post_message(ComparisonReady(group, frame))
+
+    @on(ComparisonReady)
+    def _comparison_ready(self, message: ComparisonReady) -> None:
+        if message.group != self.group:
+            return
+        self.show_comparison(message.frame)
+
+    def show_comparison(self, frame: pd.DataFrame) -> None:
+        self.val_metric = str(frame.attrs.get("val_metric", "val_metric"))
+        self.rows = comparison_rows(frame)
+        table = self.query_one("#compare-table", DataTable)
+        table.clear()
+        for key, column in table.columns.items():
+            if key.value == "final_val_metric":
+                column.label = Text(f"Final {metric_label(self.val_metric)}")
+        for row in self.rows:
+            table.add_row(*comparison_cells(row))
+        baseline = frame.attrs.get("baseline")
+        note = f"{len(self.rows)} sizes; baseline: the smallest world size"
+        if baseline:
+            note += f" ({baseline})"
+        note += f"; final val = {metric_label(self.val_metric)}; x exports Markdown and CSV"
+        self.query_one("#compare-note", Static).update(note)
+        self._draw_plot()
+
+    def _draw_plot(self) -> None:
+        widget = self.query_one("#plot-speedup", PlotextPlot)
+        plt = widget.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("Speedup vs ideal")
+        plt.xlabel("world size")
+        points = [
+            (row["world_size"], row.get("speedup"), row.get("ideal_speedup"))
+            for row in self.rows
+            if row.get("world_size") is not None
+        ]
+        measured = [(w, s) for w, s, _ in points if s is not None and w is not None]
+        ideal = [(w, i) for w, _, i in points if i is not None and w is not None]
+        if ideal:
+            plt.plot([w for w, _ in ideal], [i for _, i in ideal], label="ideal", marker="braille")
+        if measured:
+            plt.plot(
+                [w for w, _ in measured],
+                [s for _, s in measured],
+                label="speedup",
+                marker="braille",
+            )
+        if points:
+            plt.xticks(sorted({w for w, _, _ in points if w is not None}))
+        widget.refresh()
+
+    def action_back(self) -> None:
+        self.dismiss(None)
+
+    def action_pick_group(self) -> None:
+        select = self.query_one("#group", Select)
+        select.focus()
+        select.action_show_overlay()
+
+    def action_export(self) -> None:
+        if self.group is None:
+            self.notify("Pick a group first (g).", severity="warning")
+            return
+        self.export(self.group)
+
+    @work(thread=True, exit_on_error=False, group="export", description="Export")
+    def export(self, group: str) -> None:
+        cluster = self.ddp_app.require_cluster()
+        with self.ddp_app.cluster_lock:
+            paths = cluster.export_comparison(group)
+        self.app.call_from_thread(
+            self.notify, "Exported " + ", ".join(paths), title="Comparison", markup=False
+        )

@@ -1,0 +1,97 @@
+"""Help: what each screen is for and its keys."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    (
+        "Everywhere",
+        (
+            ("?  f1", "this help"),
+            ("ctrl+p", "command palette: every action by name"),
+            ("f5", "refresh now"),
+            ("q", "quit (runs keep going; reopen the app to follow them)"),
+        ),
+    ),
+    (
+        "Jobs",
+        (
+            ("enter", "open the run"),
+            ("n", "compose a new experiment"),
+            ("c", "cancel the run (asks first)"),
+            ("r", "retry: a new attempt that resumes from the checkpoint"),
+            ("e", "edit: compose pre-filled from the run"),
+            ("v", "verify: nodes, world size, backend, every epoch"),
+            ("s", "compare the sizes of a sweep"),
+            ("/", "filter; esc clears"),
+            ("f", "show or hide finished runs"),
+        ),
+    ),
+    (
+        "Compose",
+        (
+            ("tab", "next field"),
+            ("ctrl+s", "submit"),
+            ("ctrl+g", "sweep: the same run at sizes such as 1,2,4,8"),
+            ("ctrl+t", "preflight: a quick collective test of the same shape"),
+            ("ctrl+o", "save the sbatch script without submitting"),
+            ("esc", "back"),
+        ),
+    ),
+    (
+        "Run detail",
+        (
+            ("1 2 3", "logs, metrics and plots, checks and accounting"),
+            ("f", "logs: follow on or off"),
+            ("/  n  N", "logs: search, next, previous"),
+            ("c r e v", "cancel, retry, edit, verify"),
+            ("esc", "back"),
+        ),
+    ),
+    (
+        "Compare",
+        (
+            ("g", "pick a group"),
+            ("x", "export Markdown and CSV next to the runs"),
+            ("esc", "back"),
+        ),
+    ),
+)
+
+
+def help_table() -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column()
+    for section, keys in KEYS:
+        table.add_row(Text(section, style="bold underline"), "")
+        for key, meaning in keys:
+            table.add_row(key, meaning)
+        table.add_row("", "")
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys of every screen."""
+
+    BINDINGS = [Binding("escape,q,question_mark,f1", "close", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog wide", id="help"):
+            yield Static(
+                Text(
+                    "ddp-tui: compose a DDP experiment, submit it, follow it, compare sizes.\n",
+                    style="bold",
+                )
+            )
+            yield Static(help_table())
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,200 @@
+"""Run directories on a real filesystem: atomic creation, cheap listing, reading back."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import ddp_tui
+from ddp_tui.remote.executor import BatchResult, Batch, LocalExecutor
+from ddp_tui.remote.runs import RUN_ID_RE, RunStore, RunStoreError, package_dir, sanitize_name
+
+SPEC = {"model": "mlp", "dataset": "synthetic", "nodes": 1, "gpus_per_node": 2, "epochs": 3}
+
+
+@pytest.fixture
+def code_source(tmp_path: Path) -> Path:
+    """A package tree shaped like ddp_tui, with byte-code caches that must not be copied."""
+    pkg = tmp_path / "src" / "ddp_tui"
+    (pkg / "trainer" / "sub" / "__pycache__").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('__version__ = "9.9"\n')
+    (pkg / "trainer" / "__init__.py").write_text("")
+    (pkg / "trainer" / "train.py").write_text("print('train')\n")
+    (pkg / "trainer" / "sub" / "x.py").write_text("X = 1\n")
+    (pkg / "trainer" / "sub" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    (pkg / "trainer" / "old.pyc").write_bytes(b"\0")
+    (pkg / "tui").mkdir()
+    (pkg / "tui" / "app.py").write_text("import textual\n")  # not part of the snapshot
+    return pkg
+
+
+def _store(tmp_path: Path, code_source: Path, executor: LocalExecutor | None = None) -> RunStore:
+    return RunStore(executor or LocalExecutor(), str(tmp_path / "runs"), code_source=code_source)
+
+
+def test_create_run_builds_the_whole_run_directory(tmp_path: Path, code_source: Path) -> None:
+    store = _store(tmp_path, code_source)
+    run = store.create_run(
+        SPEC, "mnist 2gpu", lambda run_dir: f"#!/bin/bash\ncd {run_dir}\n", group="sweep-1"
+    )
+    assert RUN_ID_RE.match(run.run_id)
+    assert "-mnist_2gpu-" in run.run_id
+    run_dir = Path(run.path)
+    assert run_dir == tmp_path / "runs" / run.run_id
+
+    doc = json.loads((run_dir / "spec.json").read_text())
+    assert doc["spec"] == SPEC
+    assert doc["group"] == "sweep-1"
+    assert doc["run_id"] == run.run_id
+    assert doc["ddp_tui_version"] == ddp_tui.__version__
+    assert doc["created_at"].endswith("+00:00")
+    # The script was rendered for the final path, not the temporary one.
+    assert (run_dir / "job.sbatch").read_text() == f"#!/bin/bash\ncd {run_dir}\n"
+    assert (run_dir / "jobs.jsonl").read_bytes() == b""
+
+    code = run_dir / "code" / "ddp_tui"
+    files = sorted(str(p.relative_to(code)) for p in code.rglob("*") if p.is_file())
+    assert files == ["__init__.py", "trainer/__init__.py", "trainer/sub/x.py", "trainer/train.py"]
+    assert os.listdir(tmp_path / "runs") == [run.run_id]  # no temporary directory left
+
+
+def test_snapshot_of_the_installed_package(tmp_path: Path) -> None:
+    store = RunStore(LocalExecutor(), str(tmp_path / "runs"))
+    run = store.create_run(SPEC, "real", "#!/bin/bash\n")
+    code = Path(run.path) / "code" / "ddp_tui"
+    assert (code / "__init__.py").read_bytes() == (package_dir() / "__init__.py").read_bytes()
+    assert (code / "trainer").is_dir()
+    assert not list(code.rglob("__pycache__"))
+    assert not (code / "tui").exists()
+
+
+def test_names_are_sanitised_so_nothing_a_user_types_reaches_a_path() -> None:
+    assert sanitize_name("$(touch /tmp/pwned)\nrm -rf ~") == "touch_tmp_pwned_rm_-rf"
+    assert sanitize_name("../../etc") == "etc"
+    assert sanitize_name("...") == "run"
+    assert sanitize_name("résumé v2.1") == "r_sum_v2.1"
+    assert len(sanitize_name("x" * 500)) == 64
+
+
+class FailingUploadExecutor(LocalExecutor):
+    """Fault-injecting fake: copies part of the code tree, then the 'connection' drops."""
+
+    def upload_tree(self, local_src: Path, dst: str) -> None:
+        os.makedirs(dst, exist_ok=True)
+        shutil.copy2(local_src / "ddp_tui" / "__init__.py", os.path.join(dst, "half.py"))
+        raise OSError("connection lost during upload")
+
+
+class FailingRenameExecutor(LocalExecutor):
+    """Fault-injecting fake: everything is written, then the final rename fails."""
+
+    def rename(self, src: str, dst: str) -> None:
+        raise OSError("rename refused")
+
+
+@pytest.mark.parametrize("executor_cls", [FailingUploadExecutor, FailingRenameExecutor])
+def test_a_failed_create_leaves_no_run_and_no_temporary_directory(
+    tmp_path: Path, code_source: Path, executor_cls: type[LocalExecutor]
+) -> None:
+    store = _store(tmp_path, code_source, executor_cls())
+    with pytest.raises(OSError):
+        store.create_run(SPEC, "doomed", "#!/bin/bash\n")
+    assert os.listdir(tmp_path / "runs") == []
+    assert store.list_runs() == []
+
+
+def test_a_script_renderer_that_raises_leaves_nothing(tmp_path: Path, code_source: Path) -> None:
+    store = _store(tmp_path, code_source)
+
+    def render(run_dir: str) -> str:
+        raise ValueError("template error")
+
+    with pytest.raises(ValueError, match="template error"):
+        store.create_run(SPEC, "doomed", render)
+    assert os.listdir(tmp_path / "runs") == []
+
+
+def test_missing_trainer_package_is_a_clear_error(tmp_path: Path) -> None:
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    store = RunStore(LocalExecutor(), str(tmp_path / "runs"), code_source=empty)
+    with pytest.raises(RunStoreError, match="trainer package is missing"):
+        store.create_run(SPEC, "x", "#!/bin/bash\n")
+    assert os.listdir(tmp_path / "runs") == []
+
+
+def test_jobs_are_appended_and_read_back(tmp_path: Path, code_source: Path) -> None:
+    store = _store(tmp_path, code_source)
+    run = store.create_run(SPEC, "a", "#!/bin/bash\n")
+    first = {"job_id": "11", "scheduler": "local", "submitted_at": "t1", "retry_of": None, "attempt": 1}
+    second = {"job_id": "12", "scheduler": "local", "submitted_at": "t2", "retry_of": "11", "attempt": 2}
+    store.append_job(run, first)
+    store.append_job(run, second)
+    assert store.read_jobs(run) == [first, second]
+    assert store.read_spec(run)["spec"] == SPEC
+    assert store.read_run_json(run) is None
+    assert store.read_metrics(run) == []
+    assert store.read_script(run) == "#!/bin/bash\n"
+
+
+class CountingExecutor(LocalExecutor):
+    """The real local executor, counting which files it is asked to read."""
+
+    def __init__(self) -> None:
+        self.read_paths: list[str] = []
+
+    def run_batch(self, batch: Batch, *, timeout: float = 60.0) -> BatchResult:
+        self.read_paths += [r.path for r in batch.reads]
+        return super().run_batch(batch, timeout=timeout)
+
+
+def test_list_runs_reads_each_spec_once_and_follows_new_jobs(
+    tmp_path: Path, code_source: Path
+) -> None:
+    ex = CountingExecutor()
+    store = _store(tmp_path, code_source, ex)
+    a = store.create_run(SPEC, "a", "#!/bin/bash\n", group="g")
+    b = store.create_run({**SPEC, "nodes": 2}, "b", "#!/bin/bash\n", group="g")
+    store.append_job(a, {"job_id": "1"})
+    # Neither a temporary directory nor a foreign one is a run.
+    (tmp_path / "runs" / ".20240101-000000-x-abcd.tmp").mkdir()
+    (tmp_path / "runs" / "notes").mkdir()
+
+    ex.read_paths.clear()
+    runs = store.list_runs()
+    assert [r.run_id for r in runs] == sorted([a.run_id, b.run_id])
+    by_id = {r.run_id: r for r in runs}
+    assert [j["job_id"] for j in by_id[a.run_id].jobs] == ["1"]
+    assert by_id[b.run_id].jobs == ()
+    assert by_id[b.run_id].spec["nodes"] == 2
+    assert by_id[a.run_id].group == "g"
+    assert sum(p.endswith("spec.json") for p in ex.read_paths) == 2
+
+    ex.read_paths.clear()
+    store.append_job(a, {"job_id": "2"})
+    store.append_job(b, {"job_id": "3"})
+    runs = store.list_runs()
+    assert not any(p.endswith("spec.json") for p in ex.read_paths)
+    by_id = {r.run_id: r for r in runs}
+    assert [j["job_id"] for j in by_id[a.run_id].jobs] == ["1", "2"]
+    assert [j["job_id"] for j in by_id[b.run_id].jobs] == ["3"]
+    assert by_id[a.run_id].latest_job == {"job_id": "2"}
+
+    shutil.rmtree(b.path)
+    assert [r.run_id for r in store.list_runs()] == [a.run_id]
+
+
+def test_list_runs_of_a_missing_root_is_empty(tmp_path: Path, code_source: Path) -> None:
+    assert _store(tmp_path, code_source).list_runs() == []
+
+
+def test_ref_refuses_anything_but_a_run_id(tmp_path: Path, code_source: Path) -> None:
+    store = _store(tmp_path, code_source)
+    with pytest.raises(RunStoreError):
+        store.ref("../../etc")
+    ref = store.ref("20240101-120000-x-00ff")
+    assert ref.path == str(tmp_path / "runs" / "20240101-120000-x-00ff")
