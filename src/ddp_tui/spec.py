@@ -67,7 +67,7 @@ MAX_NODES: Final = 1024
 MAX_PROCS_PER_NODE: Final = 128
 MAX_TIME_MIN: Final = 365 * 24 * 60
 
-_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_NAME_RE: Final = re.compile(r"[^ ]{1,64}")
 _IDENT: Final = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODEL_RE: Final = re.compile(rf"{_IDENT}(\.{_IDENT})*(:{_IDENT})?")
 _CALLABLE_RE: Final = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}")
@@ -84,7 +84,7 @@ _EXTRA_SBATCH_RE: Final = re.compile(
 )
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_NO_TAB_RE: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-_HEREDOC_RE: Final = re.compile(r"<<(?!<)")
+_HEREDOC_RE: Final = re.compile(r"(?<!<)<<(?!<)")
 
 #: sbatch options the spec (or the app) sets itself. An extra option may not name one of these,
 #: nor abbreviate one: sbatch's getopt_long accepts unambiguous prefixes such as ``--out``.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -48,8 +49,10 @@ class Env:
         self.schedulers: list[LocalScheduler] = []
         self._runs = 0
 
-    def scheduler(self, **kw: float) -> LocalScheduler:
-        sched = LocalScheduler(self.state, **kw)  # type: ignore[arg-type]
+    def scheduler(self, max_running: int = 1, cancel_grace_sec: float = 10.0) -> LocalScheduler:
+        sched = LocalScheduler(
+            self.state, max_running=max_running, cancel_grace_sec=cancel_grace_sec
+        )
         self.schedulers.append(sched)
         return sched
 
@@ -79,9 +82,20 @@ class Env:
         for st in sched.list_jobs():
             if not st.state.is_terminal:
                 sched.cancel(st.job_id)
-        wait_for(
-            lambda: all(s.state.is_terminal for s in sched.list_jobs()), 30, "all jobs stopped"
-        )
+        try:
+            wait_for(
+                lambda: all(s.state.is_terminal for s in sched.list_jobs()), 30, "jobs stopped"
+            )
+        finally:
+            # Never leave a process behind, even when the scheduler under test is broken.
+            for path in (self.state / "jobs").glob("*.json"):
+                doc = json.loads(path.read_text())
+                for key, kill in (("job_pid", os.killpg), ("supervisor_pid", os.kill)):
+                    pid = doc.get(key)
+                    start = doc.get(key.replace("_pid", "_start"))
+                    if isinstance(pid, int) and pid_alive(pid, start):
+                        with contextlib.suppress(OSError):
+                            kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -98,7 +112,7 @@ def test_a_job_runs_detached_with_slurm_like_environment_and_completes(env: Env)
         'echo "id=$SLURM_JOB_ID nodes=$SLURM_JOB_NUM_NODES sched=$DDP_TUI_SCHEDULER"\n'
         'echo "submit=$SLURM_SUBMIT_DIR pwd=$(pwd) list=$SLURM_JOB_NODELIST"\n'
         "echo to-stderr >&2\n"
-        "ps -o pgid= -p $$ > pgid\n"
+        "cut -d' ' -f5 /proc/$$/stat > pgid\n"
     )
     job_id = sched.submit(script, run)
     assert job_id.isdigit()
@@ -286,7 +300,7 @@ def test_multi_node_jobs_are_refused_with_a_clear_message(env: Env, flag: str) -
     sched = env.scheduler()
     header = HEADER.replace("--nodes=1", flag)
     script, run = env.run_dir("true\n", header=header)
-    with pytest.raises(SchedulerError, match="one-node jobs only.*use a Slurm profile"):
+    with pytest.raises(SchedulerError, match=r"one-node jobs only.*use a Slurm profile"):
         sched.submit(script, run)
     assert os.listdir(env.state / "jobs") == []
 

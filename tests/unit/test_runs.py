@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import ddp_tui
-from ddp_tui.remote.executor import BatchResult, Batch, LocalExecutor
+from ddp_tui.remote.executor import Batch, BatchResult, Executor, LocalExecutor
 from ddp_tui.remote.runs import RUN_ID_RE, RunStore, RunStoreError, package_dir, sanitize_name
 
 SPEC = {"model": "mlp", "dataset": "synthetic", "nodes": 1, "gpus_per_node": 2, "epochs": 3}
@@ -130,8 +130,20 @@ def test_missing_trainer_package_is_a_clear_error(tmp_path: Path) -> None:
 def test_jobs_are_appended_and_read_back(tmp_path: Path, code_source: Path) -> None:
     store = _store(tmp_path, code_source)
     run = store.create_run(SPEC, "a", "#!/bin/bash\n")
-    first = {"job_id": "11", "scheduler": "local", "submitted_at": "t1", "retry_of": None, "attempt": 1}
-    second = {"job_id": "12", "scheduler": "local", "submitted_at": "t2", "retry_of": "11", "attempt": 2}
+    first = {
+        "job_id": "11",
+        "scheduler": "local",
+        "submitted_at": "t1",
+        "retry_of": None,
+        "attempt": 1,
+    }
+    second = {
+        "job_id": "12",
+        "scheduler": "local",
+        "submitted_at": "t2",
+        "retry_of": "11",
+        "attempt": 2,
+    }
     store.append_job(run, first)
     store.append_job(run, second)
     assert store.read_jobs(run) == [first, second]
@@ -198,3 +210,51 @@ def test_ref_refuses_anything_but_a_run_id(tmp_path: Path, code_source: Path) ->
         store.ref("../../etc")
     ref = store.ref("20240101-120000-x-00ff")
     assert ref.path == str(tmp_path / "runs" / "20240101-120000-x-00ff")
+
+
+class RewritingAppendExecutor(CountingExecutor):
+    """The local executor with the base class's append: read, then rewrite atomically.
+
+    That is how an executor without an append primitive (SSH/SFTP) may add a line, and
+    it replaces the file (a new inode) every time.
+    """
+
+    def append(self, path: str, data: bytes) -> None:
+        Executor.append(self, path, data)
+
+
+def test_list_runs_follows_a_jobs_file_that_is_rewritten_not_appended(
+    tmp_path: Path, code_source: Path
+) -> None:
+    ex = RewritingAppendExecutor()
+    store = _store(tmp_path, code_source, ex)
+    run = store.create_run(SPEC, "a", "#!/bin/bash\n")
+    store.append_job(run, {"job_id": "1"})
+    assert [j["job_id"] for j in store.list_runs()[0].jobs] == ["1"]
+    store.append_job(run, {"job_id": "2"})
+    ex.read_paths.clear()
+    # Replaced file: the reader starts over, and the old lines are not counted twice.
+    assert [j["job_id"] for j in store.list_runs()[0].jobs] == ["1", "2"]
+    assert store.read_jobs(run) == [{"job_id": "1"}, {"job_id": "2"}]
+    # A replacement that does not start with the old content is read from its start.
+    ex.write_atomic(run.file("jobs.jsonl"), b'{"job_id":"9"}\n{"job_id":"8"}\n{"job_id":"7"}\n')
+    assert [j["job_id"] for j in store.list_runs()[0].jobs] == ["9", "8", "7"]
+
+
+def test_list_runs_is_one_batch_of_reads_when_nothing_was_rewritten(
+    tmp_path: Path, code_source: Path
+) -> None:
+    calls: list[int] = []
+
+    class BatchCountingExecutor(LocalExecutor):
+        def run_batch(self, batch: Batch, *, timeout: float = 60.0) -> BatchResult:
+            calls.append(len(batch.reads))
+            return super().run_batch(batch, timeout=timeout)
+
+    store = _store(tmp_path, code_source, BatchCountingExecutor())
+    for i in range(5):
+        store.append_job(store.create_run(SPEC, f"r{i}", "#!/bin/bash\n"), {"job_id": str(i)})
+    assert len(store.list_runs()) == 5
+    assert calls == [10]  # spec.json + jobs.jsonl of each new run, in one batch
+    store.list_runs()
+    assert calls == [10, 5]  # then only the jobs files

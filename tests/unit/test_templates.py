@@ -168,7 +168,21 @@ def test_trainer_args_follow_the_trainer_cli() -> None:
 
 def test_home_relative_python_and_paths_still_expand() -> None:
     script = render_training(GOLDEN_SPECS["4node_8gpu_nccl"], "/r")
-    assert "PYTHON=\"$HOME\"/venvs/torch/bin/python\n" in script
+    assert 'PYTHON="$HOME"/venvs/torch/bin/python\n' in script
+    script = render_training(GOLDEN_SPECS["1node_1gpu"], "/r")
+    assert '--data-root "$HOME"/data\n' in script
+
+
+def test_home_relative_values_reach_the_trainer_expanded(tmp_path: Path, fake_bin: Path) -> None:
+    spec = ExperimentSpec(data_root="~/data dir", extra_trainer_args=("--x", "~/y", "~"))
+    job = Job(tmp_path, fake_bin, render_training(spec, str(tmp_path / "run")))
+    rc, out = job.run()
+    assert rc == 0, out
+    (argv,) = job.argv("python")
+    home = str(job.run_dir.parent)
+    args = _after(argv, "ddp_tui.trainer")
+    assert args[args.index("--data-root") + 1] == f"{home}/data dir"
+    assert args[-3:] == ["--x", f"{home}/y", home]
 
 
 @pytest.mark.parametrize("run_dir", ["relative/dir", "/with space", "/a%jb", "/new\nline", ""])
@@ -187,8 +201,9 @@ def test_render_refuses_an_invalid_spec_listing_every_error() -> None:
 # --------------------------------------------------------------------------- executing scripts
 
 FAKE_PYTHON = r"""#!/bin/bash
-# FAKE python3 for tests: records argv (one JSON list per line) and plays a trainer.
+# FAKE python3 for tests: records argv and environment (NUL-separated) and plays a trainer.
 printf '%s\0' "$@" > "$FAKE_LOG.python.$$"
+env -0 > "$FAKE_LOG.pyenv.$$"
 echo "fake python $$" >> "$FAKE_LOG.calls"
 if [ "${FAKE_MODE:-exit}" = wait_for_term ]; then
     trap 'echo TERM >> "$FAKE_LOG.calls"; touch requeue.request; exit 3' TERM
@@ -198,8 +213,9 @@ fi
 exit "${FAKE_EXIT:-0}"
 """
 FAKE_SRUN = r"""#!/bin/bash
-# FAKE srun for tests: records argv and exits.
+# FAKE srun for tests: records argv and environment and exits.
 printf '%s\0' "$@" > "$FAKE_LOG.srun.$$"
+env -0 > "$FAKE_LOG.srunenv.$$"
 echo "fake srun $$" >> "$FAKE_LOG.calls"
 exit "${FAKE_EXIT:-0}"
 """
@@ -211,10 +227,9 @@ exit 0
 """
 
 
-@pytest.fixture
-def fake_bin(tmp_path: Path) -> Path:
+def make_fake_bin(parent: Path) -> Path:
     """A directory of fake python3/srun/scontrol that only record what they were given."""
-    d = tmp_path / "fake_bin"
+    d = parent / "fake_bin"
     d.mkdir()
     for name, body in (("python3", FAKE_PYTHON), ("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
         (d / name).write_text(body)
@@ -222,12 +237,17 @@ def fake_bin(tmp_path: Path) -> Path:
     return d
 
 
+@pytest.fixture
+def fake_bin(tmp_path: Path) -> Path:
+    return make_fake_bin(tmp_path)
+
+
 class Job:
     """A rendered script run by bash in a run dir, with the fakes first on PATH."""
 
     def __init__(self, tmp_path: Path, fake_bin: Path, script: str) -> None:
         self.run_dir = tmp_path / "run"
-        self.run_dir.mkdir()
+        self.run_dir.mkdir(exist_ok=True)
         self.path = self.run_dir / "job.sbatch"
         self.path.write_text(script)
         self.log = str(tmp_path / "fake")
@@ -263,6 +283,12 @@ class Job:
     def argv(self, prog: str) -> list[list[str]]:
         files = sorted(Path(self.log).parent.glob(f"{Path(self.log).name}.{prog}.*"))
         return [f.read_bytes().decode().split("\0")[:-1] for f in files]
+
+    def environ(self, prog: str) -> dict[str, str]:
+        """The environment the (single) fake ``prog`` ran with."""
+        (f,) = Path(self.log).parent.glob(f"{Path(self.log).name}.{prog}env.*")
+        items = f.read_bytes().decode().split("\0")[:-1]
+        return dict(item.split("=", 1) for item in items)
 
     def calls(self) -> list[str]:
         p = Path(self.log + ".calls")
@@ -300,6 +326,9 @@ def test_single_node_script_hands_every_value_to_the_trainer_intact(
         str(job.run_dir),
         *trainer_args(spec),
     ]
+    env = job.environ("py")
+    assert env["GLOO_SOCKET_IFNAME"] == nasty and env["OMP_NUM_THREADS"] == "2"
+    assert env["PYTHONPATH"] == f"{job.run_dir}/code" and env["PYTHONUNBUFFERED"] == "1"
     assert "[ddp-tui] rendezvous=localhost (torchrun --standalone)" in out
     assert not any("scontrol" in c or "srun" in c for c in job.calls())
 

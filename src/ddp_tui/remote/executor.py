@@ -238,7 +238,7 @@ class LocalExecutor(Executor):
     def stat(self, path: str) -> FileStat | None:
         try:
             st = os.stat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         return FileStat(st.st_size, st.st_mtime, stat_mod.S_ISDIR(st.st_mode), st.st_ino)
 

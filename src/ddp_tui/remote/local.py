@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -161,19 +161,17 @@ def _user() -> str:
 # -- processes ---------------------------------------------------------------
 
 
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks) from /proc, or None if no such process."""
+def _proc_stat(pid: int | str) -> tuple[str, int, int] | None:
+    """(state letter, process group, start time in clock ticks) from /proc, or None."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read().decode("ascii", "replace")
-    except (FileNotFoundError, ProcessLookupError):
-        return None
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses; fields resume after the last ")".
     rest = data[data.rfind(")") + 2 :].split()
     try:
-        return rest[0], int(rest[19])
+        return rest[0], int(rest[2]), int(rest[19])
     except (IndexError, ValueError):
         return None
 
@@ -185,7 +183,7 @@ def _has_proc() -> bool:
 def process_start(pid: int) -> int | None:
     """The start time of ``pid`` (clock ticks since boot), to tell a reused pid apart."""
     st = _proc_stat(pid)
-    return st[1] if st else None
+    return st[2] if st else None
 
 
 def pid_alive(pid: int | None, start: int | None) -> bool:
@@ -196,7 +194,7 @@ def pid_alive(pid: int | None, start: int | None) -> bool:
         st = _proc_stat(pid)
         if st is None or st[0] in ("Z", "X", "x"):
             return False
-        return start is None or st[1] == start
+        return start is None or st[2] == start
     try:  # no /proc (macOS): existence only
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -207,6 +205,15 @@ def pid_alive(pid: int | None, start: int | None) -> bool:
 
 
 def group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is left in process group ``pgid``."""
+    if _has_proc():
+        # kill(0) would also count zombies that a non-reaping init keeps around.
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                st = _proc_stat(name)
+                if st is not None and st[1] == pgid and st[0] not in ("Z", "X", "x"):
+                    return True
+        return False
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -248,7 +255,6 @@ class LocalJob:
     action: str = ""  # "cancel" | "requeue" while the supervisor stops the job
     grace_sec: float = DEFAULT_CANCEL_GRACE_SEC
     restart_count: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def job_state(self) -> JobState:
@@ -610,10 +616,10 @@ class LocalScheduler(Scheduler):
         job.action = action
         job.grace_sec = self.cancel_grace_sec
         self._save(job)
-        if pid_alive(job.supervisor_pid, job.supervisor_start):
-            assert job.supervisor_pid is not None
+        sup = job.supervisor_pid
+        if sup is not None and pid_alive(sup, job.supervisor_start):
             with contextlib.suppress(ProcessLookupError):
-                os.kill(job.supervisor_pid, signal.SIGTERM)
+                os.kill(sup, signal.SIGTERM)
             return
         # No supervisor to be graceful for us: stop whatever is left at once.
         if job.job_pid and pid_alive(job.job_pid, job.job_start):
@@ -712,27 +718,15 @@ class LocalScheduler(Scheduler):
             job.started_at = time.time()
             self._save(job)
 
+        # Block in waitpid; the signal handlers below stop the job meanwhile.
+        _STOP.arm(proc.pid, self._job_path(job_id), self.cancel_grace_sec)
+        rc = proc.wait()
+        signal.setitimer(signal.ITIMER_REAL, 0)
         pgid = proc.pid
-        term_sent = False
-        kill_at: float | None = None
-        while True:
-            try:
-                rc = proc.wait(timeout=_WAIT_TICK)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if _stop_requested and not term_sent:
-                term_sent = True
-                _signal_group(pgid, signal.SIGTERM)
-                grace = self._grace(job_id)
-                kill_at = time.monotonic() + grace
-            if kill_at is not None and time.monotonic() >= kill_at:
-                pass
-                kill_at = None
         # Like Slurm at the end of a job: nothing of it may linger.
         if group_alive(pgid):
             _signal_group(pgid, signal.SIGTERM)
-            deadline = time.monotonic() + min(self._grace(job_id), 5.0)
+            deadline = time.monotonic() + min(_STOP.grace(), 5.0)
             while group_alive(pgid) and time.monotonic() < deadline:
                 time.sleep(_WAIT_TICK)
             _signal_group(pgid, signal.SIGKILL)
@@ -740,11 +734,6 @@ class LocalScheduler(Scheduler):
             job = self._load(job_id)
             if job is not None and job.supervisor_pid == os.getpid():
                 self._finish(job, rc)
-
-    def _grace(self, job_id: str) -> float:
-        with self._locked():
-            job = self._load(job_id)
-        return job.grace_sec if job is not None else self.cancel_grace_sec
 
     def _spawn(self, job: LocalJob) -> subprocess.Popen[bytes]:
         for p in (job.out_path, job.err_path):
@@ -789,14 +778,53 @@ class LocalScheduler(Scheduler):
                     else f"exit code {job.exit_code}"
                 )
         self._save(job)
+        self._advance()
 
 
-_stop_requested = False
+class _Stopper:
+    """A supervisor's reaction to SIGTERM: TERM the job's group, KILL it after the grace.
+
+    The work happens in signal handlers (they run in the main thread while it waits
+    in ``waitpid``), so a waiting supervisor costs no wake-ups at all.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.pgid: int | None = None
+        self.job_file: Path | None = None
+        self.default_grace = DEFAULT_CANCEL_GRACE_SEC
+
+    def arm(self, pgid: int, job_file: Path, default_grace: float) -> None:
+        self.pgid, self.job_file, self.default_grace = pgid, job_file, default_grace
+        if self.requested:  # asked to stop before the job had started
+            self._term()
+
+    def grace(self) -> float:
+        # No lock here: a handler may run while the main thread holds it. The file
+        # is replaced atomically, so an unlocked read sees a whole version.
+        if self.job_file is None:
+            return self.default_grace
+        try:
+            return float(json.loads(self.job_file.read_text())["grace_sec"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return self.default_grace
+
+    def on_stop(self, signum: int, frame: object) -> None:
+        if not self.requested:
+            self.requested = True
+            self._term()
+
+    def on_alarm(self, signum: int, frame: object) -> None:
+        if self.pgid is not None:
+            _signal_group(self.pgid, signal.SIGKILL)
+
+    def _term(self) -> None:
+        if self.pgid is not None:
+            _signal_group(self.pgid, signal.SIGTERM)
+            signal.setitimer(signal.ITIMER_REAL, max(self.grace(), 0.01))
 
 
-def _on_stop_signal(signum: int, frame: object) -> None:
-    global _stop_requested
-    _stop_requested = True
+_STOP = _Stopper()
 
 
 def supervise_main(argv: Sequence[str]) -> None:
@@ -808,7 +836,8 @@ def supervise_main(argv: Sequence[str]) -> None:
     state_dir, job_id = argv
     # Installed before the fork, so a cancel that comes very early is not lost.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _on_stop_signal)
+        signal.signal(sig, _STOP.on_stop)
+    signal.signal(signal.SIGALRM, _STOP.on_alarm)
     pid = os.fork()
     if pid:
         sys.stdout.write(f"{pid}\n")

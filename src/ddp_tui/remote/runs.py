@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import ddp_tui
-from ddp_tui.remote.executor import Batch, Executor, FileRead
+from ddp_tui.remote.executor import Batch, Executor, FileRead, ReadResult
 from ddp_tui.remote.tail import IncrementalFile, MetricsRow, parse_json_lines, parse_metrics_csv
 
 SPEC_FILE = "spec.json"
@@ -204,8 +204,9 @@ class RunStore:
     def list_runs(self) -> list[RunInfo]:
         """Every run under ``root``, oldest first.
 
-        One listdir plus one batch of reads: ``spec.json`` only for runs not seen
-        before, and the new bytes of each ``jobs.jsonl`` (usually none).
+        One listdir plus one batch of reads (one round trip over SSH): ``spec.json``
+        only for runs not seen before, and the new bytes of each ``jobs.jsonl``
+        (usually none). A ``jobs.jsonl`` that was rewritten is read again from 0.
         """
         try:
             names = [n for n in self.executor.listdir(self.root) if RUN_ID_RE.match(n)]
@@ -218,30 +219,30 @@ class RunStore:
 
         new = [n for n in names if n not in self._cache]
         known = [n for n in names if n in self._cache]
+        new_readers = {n: IncrementalFile(_join(self.root, n, JOBS_FILE)) for n in new}
         batch = Batch()
         for n in new:
             batch.reads.append(FileRead(_join(self.root, n, SPEC_FILE)))
+            batch.reads.append(new_readers[n].request())
         for n in known:
             batch.reads.append(self._cache[n].jobs_reader.request())
         if batch.reads:
             results = self.executor.run_batch(batch).reads
-            spec_results = results[: len(new)]
-            jobs_results = results[len(new) :]
-            fresh: list[str] = []
-            for n, res in zip(new, spec_results, strict=True):
-                doc = _load_json(res.data) if res.stat is not None else None
+            again: list[str] = []
+            for i, n in enumerate(new):
+                spec_res, jobs_res = results[2 * i], results[2 * i + 1]
+                doc = _load_json(spec_res.data) if spec_res.stat is not None else None
                 if doc is None:
                     continue  # not a run directory (or not readable): look again next time
-                reader = IncrementalFile(_join(self.root, n, JOBS_FILE))
+                reader = new_readers[n]
                 self._cache[n] = _Cached(doc, reader, [], reader.generation)
-                fresh.append(n)
-            again = []
-            for n, res in zip(known, jobs_results, strict=True):
+                if self._feed_jobs(self._cache[n], jobs_res):
+                    again.append(n)
+            for n, res in zip(known, results[2 * len(new) :], strict=True):
                 if self._feed_jobs(self._cache[n], res):
                     again.append(n)
-            again += fresh
             if again:
-                # New runs' jobs.jsonl, and restarted readers: one more batch.
+                # Only readers that found their file truncated or replaced: read them again.
                 retry = Batch(reads=[self._cache[n].jobs_reader.request() for n in again])
                 for n, res in zip(again, self.executor.run_batch(retry).reads, strict=True):
                     self._feed_jobs(self._cache[n], res)
@@ -254,7 +255,7 @@ class RunStore:
         return out
 
     @staticmethod
-    def _feed_jobs(cached: _Cached, res: Any) -> bool:
+    def _feed_jobs(cached: _Cached, res: ReadResult) -> bool:
         lines = cached.jobs_reader.read_new(res)
         if cached.jobs_reader.generation != cached.generation:
             cached.generation = cached.jobs_reader.generation

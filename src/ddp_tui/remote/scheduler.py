@@ -37,6 +37,7 @@ class JobStatus:
     start: str = ""
     end: str = ""
     name: str = ""
+    partition: str = ""
 
 
 @dataclass(frozen=True)

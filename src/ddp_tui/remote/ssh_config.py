@@ -133,7 +133,9 @@ class SSHConfigFile:
         try:
             options: dict[str, str | list[str]] = dict(self._config.lookup(host))
         except Exception as exc:  # e.g. a "Match exec" that cannot run
-            raise SSHConfigError(f"{self.path}: cannot evaluate settings for {host!r}: {exc}") from None
+            raise SSHConfigError(
+                f"{self.path}: cannot evaluate settings for {host!r}: {exc}"
+            ) from None
         where = f"{self.path} (Host {host})"
         scalars = {k: v for k, v in options.items() if isinstance(v, str)}
 

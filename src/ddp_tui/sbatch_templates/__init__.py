@@ -182,14 +182,16 @@ def sbatch_directives(
 
 
 def _arg_lines(args: list[str]) -> list[str]:
-    """Quoted arguments, one option (with its value) per line, for a readable script."""
+    """Quoted arguments, one option (with its value) per line, for a readable script.
+
+    A leading ``~/`` still means the home directory, as it would typed at a shell."""
     lines: list[list[str]] = []
     for i, arg in enumerate(args):
         is_value = i > 0 and args[i - 1].startswith("--") and not arg.startswith("--")
         if is_value and lines and len(lines[-1]) == 1 and "=" not in args[i - 1]:
-            lines[-1].append(shquote(arg))
+            lines[-1].append(shquote_home(arg))
         else:
-            lines.append([shquote(arg)])
+            lines.append([shquote_home(arg)])
     return [" ".join(words) for words in lines]
 
 

@@ -34,6 +34,16 @@ class DataBundle:
     description: str = ""
 
 
+def _class_patterns(classes: int, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    """One unit-variance pattern per class; smooth (upsampled 4x4 noise) for images, so that
+    convolutions and pooling keep the signal, as with real pictures."""
+    if len(shape) != 3 or min(shape[1:]) <= 4:
+        return torch.randn((classes, *shape), generator=gen)
+    coarse = torch.randn((classes, shape[0], 4, 4), generator=gen)
+    fine = torch.nn.functional.interpolate(coarse, size=shape[1:], mode="bilinear", align_corners=False)
+    return fine / fine.std(dim=(1, 2, 3), keepdim=True)
+
+
 class SyntheticClassification(Dataset[tuple[torch.Tensor, int]]):
     """A learnable synthetic task: one fixed random pattern per class, plus Gaussian noise.
 
@@ -42,14 +52,14 @@ class SyntheticClassification(Dataset[tuple[torch.Tensor, int]]):
     even for 224x224 images.
     """
 
-    NOISE_STD = 2.0
+    NOISE_STD = 1.5
     BANK_BYTES = 64 * 2**20
 
     def __init__(
         self, samples: int, shape: tuple[int, ...], num_classes: int, seed: int, split: int
     ) -> None:
         shared = torch.Generator().manual_seed(1_000_003 * seed + 17)
-        self.patterns = torch.randn((num_classes, *shape), generator=shared)
+        self.patterns = _class_patterns(num_classes, shape, shared)
         own = torch.Generator().manual_seed(1_000_003 * seed + 101 + split)
         self.labels: list[int] = torch.randint(num_classes, (samples,), generator=own).tolist()
         bank = max(1, min(samples, self.BANK_BYTES // (4 * math.prod(shape))))

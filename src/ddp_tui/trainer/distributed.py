@@ -23,7 +23,7 @@ class World:
     """This process's place in the world, its device, and the groups it talks through."""
 
     env: LaunchEnv
-    backend: str  # resolved: "nccl" | "gloo" | "none"
+    backend: str  # resolved: "nccl" | "gloo" (reported even for a single process)
     device: torch.device
     host: str = field(default_factory=socket.gethostname)
     # A gloo group for small CPU-side messages (stop flags, metric sums), so that they never
@@ -94,7 +94,7 @@ def init_world(env: LaunchEnv, backend: str, timeout_sec: float) -> World:
     device = choose_device(env)
     resolved = resolve_backend(backend)
     if not env.distributed:
-        return World(env=env, backend="none", device=device)
+        return World(env=env, backend=resolved, device=device)
     # env:// reads these; torchrun has set them already, srun has not.
     os.environ.setdefault("MASTER_ADDR", env.master_addr)
     os.environ.setdefault("MASTER_PORT", str(env.master_port))
@@ -185,9 +185,9 @@ def sync_buffers(world: World, module: torch.nn.Module) -> None:
 class StopVote:
     """Agree, across ranks, on whether to stop after the current step.
 
-    A signal may reach only some ranks, or reach them at different steps; each step's vote is an
-    all-reduce (MAX) of the local flags, started before the step's compute and read after it, so
-    it costs no extra wait and all ranks stop after the same step.
+    A signal may reach only some ranks, or reach them at different steps. Each step's vote is an
+    all-reduce (MAX) of the local signal numbers (0: none), started before the step's compute and
+    read after it, so it adds no wait and every rank stops after the same step.
     """
 
     def __init__(self, world: World) -> None:
@@ -195,17 +195,17 @@ class StopVote:
         self._flag = torch.zeros(1, dtype=torch.int32)
         self._work: Any = None
 
-    def start(self, local_stop: bool) -> None:
-        """Launch this step's vote with this rank's flag."""
-        self._flag.fill_(1 if local_stop else 0)
+    def start(self, local_signum: int) -> None:
+        """Launch this step's vote with this rank's signal number (0 for none)."""
+        self._flag.fill_(local_signum)
         if self._world.distributed:
             self._work = dist.all_reduce(
                 self._flag, op=dist.ReduceOp.MAX, group=self._world.control, async_op=True
             )
 
-    def result(self) -> bool:
-        """True when any rank voted to stop."""
+    def result(self) -> int:
+        """The largest signal number any rank received (0: carry on)."""
         if self._work is not None:
             self._work.wait()
             self._work = None
-        return bool(self._flag.item())
+        return int(self._flag.item())

@@ -23,6 +23,7 @@ class StopSignal:
 
     def __init__(self) -> None:
         self.received: str | None = None
+        self.signum = 0
 
     def install(self) -> StopSignal:
         for sig in self.SIGNALS:
@@ -33,10 +34,19 @@ class StopSignal:
         # No printing here: a handler that writes to stdout can re-enter a write in progress.
         if self.received is None:
             self.received = signal.Signals(signum).name
+            self.signum = int(signum)
 
     @property
     def requested(self) -> bool:
         return self.received is not None
+
+
+def signal_name(signum: int) -> str:
+    """``12`` -> ``SIGUSR2``."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def write_requeue_request(run_dir: Path, reason: str, epoch: int, step: int) -> None:

@@ -68,11 +68,12 @@ class StatusHeader(Static):
         text.append("  │ ")
         healthy = status.connection in _OK and not status.error
         text.append("● " + status.connection, style="green" if healthy else "bold red")
-        if status.error:
-            text.append(f": {status.error}", style="red")
         text.append("  │ ")
         if status.last_refresh is None:
             text.append("not refreshed yet", style="dim")
         else:
             text.append(f"refreshed {age(now - status.last_refresh)} ago", style="dim")
+        if status.error:
+            text.append("  │ ")
+            text.append(status.error, style="red")
         return text

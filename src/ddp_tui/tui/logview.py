@@ -4,8 +4,8 @@ Memory is bounded whatever the log size: each tab is a :class:`textual.widgets.L
 capped at ``max_lines``, and :meth:`LogPane.append` only fills a bounded buffer that a
 timer flushes with one ``write_lines`` per stream every ``flush_interval`` seconds.
 (One write per line starts a Textual worker per line; see MEASURED_FACTS.md.) Lines
-are cleaned by :mod:`ddp_tui.tui.logtext` at flush time, so lines that a burst
-pushes out of the cap are never processed at all.
+are cleaned by :mod:`ddp_tui.tui.logtext` in ``append``, i.e. in the reading worker's
+thread, and only the newest ``max_lines`` of a burst are cleaned at all.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ class LogView(Log):
 
 @dataclass
 class _Pending:
-    """Lines waiting for the next flush; bounded because only the newest can show."""
+    """Cleaned lines waiting for the next flush; bounded because only the newest can show."""
 
     lines: deque[str]
     reset: bool = False
@@ -150,7 +150,8 @@ class LogPane(Widget):
     """Tabs for a run's ``.out`` and ``.err`` with follow mode and search.
 
     Feed it with :meth:`append` / :meth:`reset` (both safe from any thread: they
-    only touch a locked buffer) or with :meth:`feed` and a facade ``RunDetail``.
+    only touch a locked buffer; call them from the worker that reads the log) or
+    with :meth:`feed` and a facade ``RunDetail``.
     Keys: ``f`` follow on/off, ``end`` follow again, ``/`` search, ``n``/``N`` next or
     previous match, ``escape`` closes the search box.
     """
@@ -225,10 +226,18 @@ class LogPane(Widget):
     # -- feeding -----------------------------------------------------------------
 
     def append(self, stream: Stream, lines: Iterable[str]) -> None:
-        """Queue raw lines of ``stream``; they show at the next flush (thread-safe)."""
+        """Queue raw lines of ``stream``; they show at the next flush.
+
+        Thread-safe, and meant to be called from the worker that reads the log: the
+        lines are cleaned here, in the caller's thread, so a burst costs the event
+        loop one ``write_lines`` and nothing else. Lines that the cap would drop
+        anyway are never cleaned.
+        """
+        batch = lines if isinstance(lines, Sequence) else list(lines)
+        cleaned = clean_lines(batch[-self.max_lines :], self.max_line_chars)
         pending = self._pending[stream]
         with self._lock:
-            pending.lines.extend(lines)
+            pending.lines.extend(cleaned)
             pending.touched = True
 
     def reset(self, stream: Stream) -> None:
@@ -258,13 +267,13 @@ class LogPane(Widget):
             if not pending.touched:  # unlocked peek: the common idle tick costs nothing
                 continue
             with self._lock:
-                reset, raw = pending.reset, list(pending.lines)
+                reset, lines = pending.reset, list(pending.lines)
                 pending.lines.clear()
                 pending.reset = pending.touched = False
             view = self._views[stream]
             if reset:
                 view.reset()
-            view.add_lines(clean_lines(raw, self.max_line_chars))
+            view.add_lines(lines)
             changed = True
         if changed:
             self._update_status()

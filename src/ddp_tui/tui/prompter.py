@@ -7,7 +7,6 @@ thread and the worker blocks on a queue until the user answers.
 from __future__ import annotations
 
 import queue
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual.screen import ModalScreen
@@ -48,25 +47,24 @@ class TuiPrompter:
         except RuntimeError as error:  # asked on the app's thread, or the app has exited
             raise PromptUnavailable(str(error)) from error
 
-    def confirm_host_key(
-        self, host: str, key_type: str, fingerprint: str, *, changed: bool = False
-    ) -> bool:
+    def confirm_host_key(self, host: str, port: int, key_type: str, fingerprint: str) -> bool:
         """Trust an unknown host key? ``fingerprint`` is ``SHA256:...``."""
-        answer = self._ask(HostKeyModal(host, key_type, fingerprint, changed=changed))
+        where = host if port == 22 else f"[{host}]:{port}"
+        answer = self._ask(HostKeyModal(where, key_type, fingerprint))
         if not answer:
             self.declined = True
         return bool(answer)
 
-    def ask_secret(self, prompt: str) -> str | None:
+    def ask_secret(self, title: str, prompt: str) -> str | None:
         """A password or key passphrase; ``None`` when the user cancels."""
-        answers = self._ask(PromptModal("", "", [PromptField(prompt, echo=False)]))
+        answers = self._ask(PromptModal(title, "", [PromptField(prompt, echo=False)]))
         if answers is None:
             self.declined = True
             return None
         return answers[0]
 
     def keyboard_interactive(
-        self, title: str, instructions: str, prompts: Sequence[tuple[str, bool]]
+        self, title: str, instructions: str, prompts: list[tuple[str, bool]]
     ) -> list[str] | None:
         """Answers to a keyboard-interactive round (``(prompt, echo)`` pairs)."""
         if not prompts:
@@ -76,3 +74,10 @@ class TuiPrompter:
         if answers is None:
             self.declined = True
         return answers
+
+
+if TYPE_CHECKING:
+    from ddp_tui.remote.ssh_api import Prompter
+
+    def _is_a_prompter(prompter: TuiPrompter) -> Prompter:  # mypy checks the protocol here
+        return prompter

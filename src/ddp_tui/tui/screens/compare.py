@@ -136,7 +136,7 @@ class CompareScreen(BaseScreen):
 
     def compose(self) -> ComposeResult:
         yield StatusHeader("Compare")
-        yield Select[str]([], prompt="Pick a group of runs (a sweep)", id="group")
+        yield Select[str]([], prompt="Pick a group of runs (a sweep)", id="group", compact=True)
         yield Static("", id="compare-note", markup=False)
         with Vertical(id="compare-body"):
             table: DataTable[Text | str] = DataTable(id="compare-table", cursor_type="row")
@@ -155,6 +155,9 @@ class CompareScreen(BaseScreen):
         snapshot = self.ddp_app.snapshot
         groups = groups_of(snapshot.runs) if snapshot is not None else []
         select = self.query_one("#group", Select)
+        keys = {g.key for g in groups}
+        if groups and self.group not in keys:
+            self.group = groups[0].key  # the newest group until the user picks another
         if [(g.key, g.label) for g in groups] != [(g.key, g.label) for g in self.groups]:
             self.groups = groups
             with self.prevent(Select.Changed):

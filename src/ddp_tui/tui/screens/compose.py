@@ -115,7 +115,7 @@ SECTIONS: tuple[tuple[str, tuple[FieldDef, ...]], ...] = (
         (
             FieldDef("epochs", "Epochs", "text"),
             FieldDef("batch_per_gpu", "Batch per GPU", "text"),
-            FieldDef("lr", "Learning rate", "text"),
+            FieldDef("lr", "Learning rate", "text", "empty: 0.05 for sgd, 1e-3 for adamw"),
             FieldDef("lr_scaling", "LR scaling", "choice", choices=LR_SCALINGS),
             FieldDef("base_batch", "Base batch", "text", "for linear scaling; empty: none"),
             FieldDef("optimizer", "Optimizer", "choice", choices=OPTIMIZERS),
@@ -146,7 +146,24 @@ SECTIONS: tuple[tuple[str, tuple[FieldDef, ...]], ...] = (
     ),
 )
 
-FIELDS: dict[str, FieldDef] = {f.name: f for _, fields in SECTIONS for f in fields}
+
+def _sections() -> tuple[tuple[str, tuple[FieldDef, ...]], ...]:
+    """SECTIONS limited to the spec's fields, plus any field the spec has gained since."""
+    names = {f.name for f in dataclasses.fields(ExperimentSpec)}
+    known = {f.name for _, fields in SECTIONS for f in fields}
+    sections = [(title, tuple(f for f in fields if f.name in names)) for title, fields in SECTIONS]
+    extra = tuple(
+        FieldDef(f.name, f.name.replace("_", " ").capitalize(), "text")
+        for f in dataclasses.fields(ExperimentSpec)
+        if f.name not in known
+    )
+    if extra:
+        sections.append(("Other", extra))
+    return tuple((title, fields) for title, fields in sections if fields)
+
+
+FORM_SECTIONS = _sections()
+FIELDS: dict[str, FieldDef] = {f.name: f for _, fields in FORM_SECTIONS for f in fields}
 
 
 def form_from_spec(spec: ExperimentSpec) -> dict[str, str]:
@@ -177,9 +194,10 @@ def errors_by_field(errors: Iterable[FieldError]) -> dict[str, list[str]]:
 
 
 def partition_label(info: PartitionInfo) -> str:
-    limit = "no limit" if info.max_time_min is None else f"max {info.max_time_min} min"
-    default = " (default)" if info.is_default else ""
-    return f"{info.name}{default}: {info.nodes} nodes, {info.gpus_per_node} GPU/node, {limit}"
+    """``debug*  3 nodes  2 GPU/node  60 min``: the limits Compose checks against."""
+    limit = "no time limit" if info.max_time_min is None else f"{info.max_time_min} min"
+    default = "*" if info.is_default else ""
+    return f"{info.name}{default}  {info.nodes} nodes  {info.gpus_per_node} GPU/node  {limit}"
 
 
 class ComposeScreen(BaseScreen):
@@ -216,7 +234,7 @@ class ComposeScreen(BaseScreen):
         yield StatusHeader(self.title_text)
         with Horizontal(id="compose-body"):
             with VerticalScroll(id="form"):
-                for section, fields in SECTIONS:
+                for section, fields in FORM_SECTIONS:
                     yield Static(section, classes="section")
                     for field in fields:
                         with Horizontal(classes="field-row"):
@@ -243,7 +261,7 @@ class ComposeScreen(BaseScreen):
                 options.append((value, value))
             yield Select(options, value=value, allow_blank=False, id=wid, compact=True)
         elif field.kind == "bool":
-            yield Checkbox(value=value == "yes", id=wid, compact=True)
+            yield Checkbox("", value=value == "yes", id=wid, compact=True)
         elif field.kind == "lines":
             area = TextArea(value, id=wid, compact=True, soft_wrap=False, classes="lines")
             area.show_line_numbers = False
@@ -365,13 +383,22 @@ class ComposeScreen(BaseScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="preview", description="preview")
     def update_preview(self, form: Mapping[str, str]) -> None:
-        spec, errors = spec_from_form(form)
+        spec, errors = spec_from_form(form, self.initial)
         cluster = self.ddp_app.cluster
-        if spec is None:
-            self.post_message(PreviewReady(None, errors))
-            return
         if cluster is None:
             self.post_message(PreviewReady(None, errors, note="not connected yet"))
+            return
+        if spec is None:
+            # Still check the fields that did convert against the partition's limits.
+            failed = {e.field for e in errors}
+            partial, _ = spec_from_form(
+                {k: v for k, v in form.items() if k not in failed}, self.initial
+            )
+            if partial is not None:
+                with self.ddp_app.cluster_lock:
+                    more = cluster.validate(partial)
+                errors = errors + [e for e in more if e.field not in failed]
+            self.post_message(PreviewReady(None, errors))
             return
         with self.ddp_app.cluster_lock:
             errors = cluster.validate(spec)
@@ -400,7 +427,7 @@ class ComposeScreen(BaseScreen):
 
     def _checked_spec(self) -> ExperimentSpec | None:
         """The spec of the form, or None after showing every error inline."""
-        spec, errors = spec_from_form(self.form_values())
+        spec, errors = spec_from_form(self.form_values(), self.initial)
         if spec is None:
             self.show_errors(errors)
             self.focus_first_error()

@@ -314,6 +314,11 @@ class DetailScreen(BaseScreen):
                 plt.xticks(epochs[:: max(1, len(epochs) // 8)])
             widget.refresh()
 
+    @on(TabbedContent.TabActivated, "#detail-tabs")
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "checks":
+            self.ddp_app.verify_run(self.run_id, show=False)
+
     # -- keys ---------------------------------------------------------------------
 
     def action_back(self) -> None:

@@ -1,0 +1,26 @@
+"""Suite-wide set-up: the real-cluster fixtures, and isolation from the user's own config."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# The real Slurm test cluster and the real OpenSSH servers (session fixtures).
+pytest_plugins = [
+    p
+    for p in ("tests.fixtures.slurm_cluster", "tests.fixtures.sshd")
+    if (Path(__file__).parent / "fixtures" / (p.rsplit(".", 1)[1] + ".py")).exists()
+]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_dirs(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """No test reads the developer's ~/.config/ddp-tui or writes their local job state."""
+    home = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("DDP_TUI_CONFIG", str(home / "config.toml"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
+    yield

@@ -1,0 +1,78 @@
+"""Shared steps of the facade-level stories (local scheduler and Slurm)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+from ddp_tui.remote.cluster import Cluster, RunView
+from ddp_tui.remote.states import JobState
+from ddp_tui.spec import ExperimentSpec
+
+
+def tiny_spec(**changes: object) -> ExperimentSpec:
+    """A CPU/gloo run of the real trainer that takes seconds, not minutes."""
+    base = ExperimentSpec(
+        name="story",
+        model="mlp",
+        dataset="synthetic",
+        synthetic_samples=512,
+        synthetic_val_samples=128,
+        synthetic_shape="1,8,8",
+        num_classes=4,
+        device="cpu",
+        backend="gloo",
+        nodes=1,
+        gpus_per_node=1,
+        cpus_per_task=1,
+        epochs=2,
+        batch_per_gpu=32,
+        lr=0.05,
+        schedule="none",
+        workers=0,
+        time_limit="00:10:00",
+        python=sys.executable,
+    )
+    return base.replace(**changes)
+
+
+def view(cluster: Cluster, run_id: str) -> RunView:
+    for v in cluster.refresh().runs:
+        if v.run_id == run_id:
+            return v
+    raise AssertionError(f"run {run_id} is not listed")
+
+
+def wait_for(
+    cluster: Cluster,
+    run_id: str,
+    pred: Callable[[RunView], bool],
+    what: str,
+    timeout: float = 180.0,
+) -> RunView:
+    """Refresh until ``pred`` holds; the assertion names what never happened."""
+    deadline = time.monotonic() + timeout
+    v = view(cluster, run_id)
+    while not pred(v):
+        if time.monotonic() > deadline:
+            detail = cluster.follow(run_id)
+            raise AssertionError(
+                f"timed out waiting for {what}; last state {v.state.value} "
+                f"epochs {v.epochs_done}/{v.epochs_total}\n.out tail: {detail.out_lines[-15:]}"
+                f"\n.err tail: {detail.err_lines[-25:]}"
+            )
+        time.sleep(0.5)
+        v = view(cluster, run_id)
+    return v
+
+
+def wait_state(cluster: Cluster, run_id: str, *states: JobState, timeout: float = 180.0) -> RunView:
+    return wait_for(cluster, run_id, lambda v: v.state in states, f"state in {states}", timeout)
+
+
+def epochs_in_metrics(cluster: Cluster, run_id: str) -> list[int]:
+    info = next(i for i in cluster.store.list_runs() if i.run_id == run_id)
+    return [
+        int(e) for r in cluster.store.read_metrics(info.ref) if (e := r.get("epoch")) is not None
+    ]

@@ -1,0 +1,224 @@
+"""A fake cluster facade, used ONLY by the snapshot tests.
+
+Snapshot tests need screens in fixed, deterministic states (a run at exactly epoch
+3/10, a failed run, a finished sweep) that a real scheduler cannot produce on demand
+and to the same pixel every time. Every story test (submit, follow, cancel, retry)
+uses the real ``Cluster`` against the real local scheduler or real Slurm instead.
+
+``FakeCluster`` has the facade's methods and returns fixed data; the spec checks
+and the sbatch rendering are the real ones (``ddp_tui.spec``, ``sbatch_templates``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from ddp_tui.remote.cluster import (
+    Attempt,
+    Check,
+    Progress,
+    RunDetail,
+    RunView,
+    Snapshot,
+    ValidationFailed,
+)
+from ddp_tui.remote.scheduler import PartitionInfo
+from ddp_tui.remote.states import JobState
+from ddp_tui.sbatch_templates import render_training
+from ddp_tui.spec import ExperimentSpec, FieldError, validate, validate_for_cluster
+
+NOW = 1_700_000_000.0
+
+PARTITIONS = [
+    PartitionInfo("debug", nodes=3, gpus_per_node=2, cpus_per_node=8, max_time_min=60,
+                  max_nodes=None, is_default=True),
+    PartitionInfo("small", nodes=1, gpus_per_node=2, cpus_per_node=8, max_time_min=10,
+                  max_nodes=1),
+]
+
+BASE = ExperimentSpec(
+    name="cifar-resnet", model="resnet18", dataset="cifar10", partition="debug",
+    time_limit="00:30:00", epochs=10, batch_per_gpu=128, cpus_per_task=4,
+)
+
+
+def _attempt(job_id: str, attempt: int = 1, retry_of: str | None = None) -> Attempt:
+    return Attempt(job_id, "slurm", "2023-11-14T22:00:00+00:00", retry_of, attempt)
+
+
+def sample_runs() -> list[RunView]:
+    """Runs in every main state, newest first."""
+    sweep = BASE.replace(name="sweep")
+    runs = [
+        RunView(
+            run_id="20231114-221500-mnist-cnn-a1b2", name="mnist-cnn",
+            run_dir="/runs/20231114-221500-mnist-cnn-a1b2", group=None,
+            created_at="2023-11-14T22:15:00+00:00",
+            spec=BASE.replace(name="mnist-cnn", model="simple_cnn", dataset="mnist", nodes=2,
+                              gpus_per_node=2),
+            attempts=(_attempt("1042"),), state=JobState.RUNNING, elapsed_sec=754.0,
+            epochs_done=3, epochs_total=10, last_train_loss=0.3456, last_val_metric=0.9123,
+            throughput=12345.6,
+            progress=Progress(epoch=4, step=120, steps_per_epoch=400, loss=0.31,
+                              samples_per_sec=12000.0),
+            hosts=("n1", "n2"), world_size=4, backend="gloo", rendezvous="n1:21042",
+        ),
+        RunView(
+            run_id="20231114-221000-queued-c3d4", name="queued", run_dir="/runs/q", group=None,
+            created_at="2023-11-14T22:10:00+00:00", spec=BASE.replace(name="queued", nodes=3),
+            attempts=(_attempt("1041"),), state=JobState.PENDING, reason="Resources",
+            epochs_total=10,
+        ),
+        RunView(
+            run_id="20231114-220500-broken-e5f6", name="broken", run_dir="/runs/b", group=None,
+            created_at="2023-11-14T22:05:00+00:00", spec=BASE.replace(name="broken"),
+            attempts=(_attempt("1039"), _attempt("1040", 2, "1039")), state=JobState.FAILED,
+            elapsed_sec=61.0, epochs_done=1, epochs_total=10, last_train_loss=2.302,
+            last_val_metric=0.1, throughput=950.0, hosts=("n1",), world_size=1,
+            backend="nccl", rendezvous="n1:21040",
+        ),
+    ]
+    for index, (nodes, gpus, thru) in enumerate(((2, 2, 3300.0), (1, 2, 1800.0), (1, 1, 1000.0))):
+        runs.append(
+            RunView(
+                run_id=f"20231114-2200{index}0-sweep-000{index}", name=f"sweep-{nodes}x{gpus}",
+                run_dir=f"/runs/sweep{index}", group="9f2c4e1a7b3d5f60",
+                created_at=f"2023-11-14T22:00:{index}0+00:00",
+                spec=sweep.replace(name=f"sweep-{nodes}x{gpus}", nodes=nodes, gpus_per_node=gpus),
+                attempts=(_attempt(f"103{index}"),), state=JobState.COMPLETED,
+                elapsed_sec=300.0 + 60 * index, epochs_done=10, epochs_total=10,
+                last_train_loss=0.05, last_val_metric=0.93, throughput=thru,
+                hosts=("n1", "n2")[:nodes], world_size=nodes * gpus, backend="gloo",
+                rendezvous="n1:21030",
+            )
+        )
+    runs.append(
+        RunView(
+            run_id="20231114-215000-old-cancel-0a0b", name="old-cancel", run_dir="/runs/o",
+            group=None, created_at="2023-11-14T21:50:00+00:00", spec=BASE.replace(name="old"),
+            attempts=(_attempt("1001"),), state=JobState.CANCELLED, elapsed_sec=12.0,
+            epochs_total=10,
+        )
+    )
+    return runs
+
+
+def sample_metrics(epochs: int = 3) -> list[dict[str, float | None]]:
+    rows: list[dict[str, float | None]] = []
+    for epoch in range(1, epochs + 1):
+        rows.append({
+            "epoch": float(epoch), "train_loss": 1.5 / epoch, "train_acc": 0.6 + 0.1 * epoch,
+            "val_loss": 1.6 / epoch, "val_acc": 0.55 + 0.12 * epoch, "val_mae": None,
+            "val_rmse": None, "lr": 0.1, "epoch_time_sec": 40.0 - epoch,
+            "throughput_samples_per_sec": 12000.0 + 100 * epoch, "gpu_mem_peak_mib": None,
+            "world_size": 4.0,
+        })
+    return rows
+
+
+class FakeCluster:
+    """Fixed data in the facade's shape (see the module docstring: snapshot tests only)."""
+
+    location = "Slurm on this host"
+
+    def __init__(self, runs: Sequence[RunView] | None = None, *, connection: str = "ok",
+                 error: str | None = None) -> None:
+        self.runs = list(sample_runs() if runs is None else runs)
+        self.connection = connection
+        self.error = error
+        self.calls: list[tuple[str, Any]] = []
+        self._followed: set[str] = set()
+
+    def partitions(self) -> list[PartitionInfo]:
+        return list(PARTITIONS)
+
+    def default_spec(self) -> ExperimentSpec:
+        return BASE
+
+    def validate(self, spec: ExperimentSpec) -> list[FieldError]:
+        return validate(spec) + validate_for_cluster(spec, PARTITIONS)
+
+    def render_script(self, spec: ExperimentSpec, run_dir: str | None = None) -> str:
+        return render_training(spec, run_dir or f"/home/user/ddp-tui-runs/RUN_ID-{spec.name}")
+
+    def refresh(self) -> Snapshot:
+        return Snapshot(taken_at=NOW, runs=tuple(self.runs), location=self.location,
+                        scheduler_version="slurm 22.05.8", connection=self.connection,
+                        error=self.error)
+
+    def follow(self, run_id: str) -> RunDetail:
+        if run_id in self._followed:
+            return RunDetail(run_id, metrics=sample_metrics())
+        self._followed.add(run_id)
+        out = [f"epoch 1 step {i * 50}/400 loss {1.5 - i * 0.1:.3f}" for i in range(1, 9)]
+        out += ["epoch 1 done: train_loss 1.5 val_acc 0.67", "\x1b[32mcheckpoint saved\x1b[0m"]
+        return RunDetail(
+            run_id, out_lines=out, err_lines=["[W] gloo: using loopback"],
+            metrics=sample_metrics(),
+            progress=Progress(epoch=4, step=120, steps_per_epoch=400, loss=0.31,
+                              samples_per_sec=12000.0),
+            run_json={"hosts": ["n1", "n2"], "world_size": 4, "backend": "gloo"},
+        )
+
+    def submit(self, spec: ExperimentSpec, *, group: str | None = None) -> RunView:
+        errors = self.validate(spec)
+        if errors:
+            raise ValidationFailed(errors)
+        self.calls.append(("submit", spec))
+        run = replace(self.runs[0], run_id="20231114-223000-new-ffff", name=spec.name, spec=spec,
+                      state=JobState.PENDING, attempts=(_attempt("1050"),))
+        self.runs.insert(0, run)
+        return run
+
+    def submit_sweep(self, spec: ExperimentSpec, sizes: Sequence[int], *,
+                     dimension: str = "gpus") -> list[RunView]:
+        self.calls.append(("sweep", (spec, list(sizes), dimension)))
+        return [self.submit(spec)]
+
+    def preflight(self, spec: ExperimentSpec) -> RunView:
+        self.calls.append(("preflight", spec))
+        return self.submit(spec)
+
+    def cancel(self, run_id: str) -> None:
+        self.calls.append(("cancel", run_id))
+        self.runs = [replace(r, state=JobState.CANCELLED) if r.run_id == run_id else r
+                     for r in self.runs]
+
+    def retry(self, run_id: str) -> RunView:
+        self.calls.append(("retry", run_id))
+        return next(r for r in self.runs if r.run_id == run_id)
+
+    def verify(self, run_id: str) -> list[Check]:
+        return [
+            Check("nodes", True, "2 hosts: n1, n2 (asked 2)"),
+            Check("world size", True, "4 ranks (2 nodes x 2)"),
+            Check("backend", True, "gloo"),
+            Check("every epoch", None, "3 of 10 so far"),
+        ]
+
+    def compare(self, group: str) -> pd.DataFrame:
+        frame = pd.DataFrame(
+            {
+                "run_id": ["a", "b", "c"], "nodes": [1, 1, 2], "gpus_per_node": [1, 2, 2],
+                "world_size": [1, 2, 4], "global_batch": [128, 256, 512],
+                "throughput": [1000.0, 1800.0, 3300.0], "epoch_time": [50.0, 27.8, 15.2],
+                "speedup": [1.0, 1.8, 3.3], "ideal_speedup": [1.0, 2.0, 4.0],
+                "efficiency": [1.0, 0.9, 0.825], "final_val_metric": [0.93, 0.931, 0.929],
+                "peak_mem_mib": [None, None, None],
+            }
+        ).set_index("run_id")
+        frame["peak_mem_mib"] = frame["peak_mem_mib"].astype("float64")
+        frame.attrs["val_metric"] = "val_acc"
+        frame.attrs["baseline"] = "a"
+        return frame
+
+    def export_comparison(self, group: str) -> list[str]:
+        return [f"/runs/comparisons/{group}/comparison.md",
+                f"/runs/comparisons/{group}/comparison.csv"]
+
+    def close(self) -> None:
+        self.calls.append(("close", None))

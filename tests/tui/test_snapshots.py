@@ -1,0 +1,184 @@
+"""Snapshot tests of every screen in its main states (deterministic: the fake facade).
+
+Regenerate after an intended change: pytest tests/tui/test_snapshots.py --snapshot-update
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from ddp_tui.remote.states import JobState
+from tests.tui.conftest import SIZE, fake_app, settle, wait_until
+from tests.tui.fakes import FakeCluster, sample_runs
+
+
+def _jobs_screen(app: Any) -> Any:
+    from ddp_tui.tui.screens.jobs import JobsScreen
+
+    screen = app.screen
+    assert isinstance(screen, JobsScreen)
+    return screen
+
+
+def test_jobs(snap_compare: Any) -> None:
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=settle)
+
+
+def test_jobs_empty(snap_compare: Any) -> None:
+    assert snap_compare(fake_app(FakeCluster(runs=[])), terminal_size=SIZE, run_before=settle)
+
+
+def test_jobs_filtered_and_finished_hidden(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("slash", *"sweep", "enter")
+        await pilot.press("f")
+        await pilot.pause(0.2)
+
+    # Only unfinished runs matching "sweep": none; then the status line says why.
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_jobs_controller_unreachable(snap_compare: Any) -> None:
+    fake = FakeCluster(
+        connection="controller unreachable",
+        error="Unable to contact slurm controller (connect failure)",
+    )
+    assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=settle)
+
+
+def test_cancel_confirmation(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("c")
+        await pilot.pause(0.2)
+
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_verify_checklist(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("v")
+        await wait_until(pilot, lambda: len(pilot.app.screen_stack) == 2, "the checklist")
+
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_help(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+
+
+async def _open_compose(pilot: Pilot[None]) -> None:
+    from ddp_tui.tui.screens.compose import ComposeScreen
+
+    await settle(pilot)
+    await pilot.press("n")
+    await wait_until(
+        pilot,
+        lambda: isinstance(pilot.app.screen, ComposeScreen) and pilot.app.screen.script is not None,
+        "the script preview",
+    )
+
+
+def test_compose(snap_compare: Any) -> None:
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=_open_compose)
+
+
+def test_compose_inline_errors(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await _open_compose(pilot)
+        screen = pilot.app.screen
+        # The partition "debug" has 2 GPUs per node and 3 nodes: ask for more.
+        screen.query_one("#f-gpus_per_node", Input).value = "8"
+        screen.query_one("#f-nodes", Input).value = "zero"
+        screen.query_one("#f-time_limit", Input).value = "2 hours"
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: bool(screen.errors), "inline errors")
+        await asyncio.sleep(0.6)  # the live preview re-validates after a pause
+        await pilot.pause()
+
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_sweep_modal(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await _open_compose(pilot)
+        await pilot.press("ctrl+g")
+        await pilot.pause(0.2)
+
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+
+
+async def _open_detail(pilot: Pilot[None]) -> None:
+    from ddp_tui.tui.logview import LogPane
+    from ddp_tui.tui.screens.detail import DetailScreen
+
+    await settle(pilot)
+    await pilot.press("enter")
+    await wait_until(
+        pilot,
+        lambda: isinstance(pilot.app.screen, DetailScreen) and bool(pilot.app.screen.metrics),
+        "the run's metrics",
+    )
+    pane = pilot.app.screen.query_one(LogPane)
+    await wait_until(pilot, lambda: len(pane.view("out").lines) == 10, "the log lines")
+
+
+def test_detail_logs(snap_compare: Any) -> None:
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=_open_detail)
+
+
+def test_detail_metrics_and_plots(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await _open_detail(pilot)
+        await pilot.press("2")
+        await pilot.pause(0.2)
+
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_detail_checks(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await _open_detail(pilot)
+        await pilot.press("3")
+        await wait_until(pilot, lambda: bool(pilot.app.screen.checks), "the checklist")
+
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_detail_of_a_failed_run(snap_compare: Any) -> None:
+    runs = sample_runs()
+    failed = next(r for r in runs if r.state is JobState.FAILED)
+    runs = [failed] + [r for r in runs if r is not failed]
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await _open_detail(pilot)
+
+    fake = FakeCluster(runs=[replace(r, progress=None) for r in runs])
+    assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=run_before)
+
+
+def test_compare(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        from ddp_tui.tui.screens.compare import CompareScreen
+
+        await settle(pilot)
+        await pilot.press("s")
+        await wait_until(
+            pilot,
+            lambda: isinstance(pilot.app.screen, CompareScreen) and bool(pilot.app.screen.rows),
+            "the comparison",
+        )
+
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)

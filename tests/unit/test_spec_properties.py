@@ -1,0 +1,274 @@
+"""Property tests over every spec field: a spec is refused with field-named errors, or it
+renders scripts that bash accepts and that hand every value to the trainer intact.
+
+Each example starts from valid values and turns up to four fields wild: shell
+metacharacters, newlines, NUL, unicode, wrong types, out-of-range numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from ddp_tui.sbatch_templates import render_preflight, render_training, trainer_args
+from ddp_tui.spec import (
+    BACKENDS,
+    BUILTIN_DATASETS,
+    DEVICES,
+    LAUNCHERS,
+    ExperimentSpec,
+    SpecError,
+    validate,
+)
+from tests.unit.test_templates import Job, make_fake_bin
+
+FIELDS = [f.name for f in dataclasses.fields(ExperimentSpec)]
+RUN_DIR = "/home/user/ddp-tui-runs/20250101-000000-x-0000"
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# Strings a shell would act on; "pwned" files must never appear.
+INJECTIONS = [
+    "$(touch pwned)",
+    "`touch pwned`",
+    "'; touch pwned; '",
+    '"; touch pwned; "',
+    "x\ntouch pwned",
+    "x\n#SBATCH --output=/etc/x",
+    "a\x00b",
+    "$HOME",
+    "${IFS}",
+    "*",
+    "~",
+    "-",
+    "",
+    " ",
+    "\\",
+    "é✓",
+    "\u2028",
+]
+DANGER = list("$`\"'\\;|&<>(){}[]*?!#~ \t\n\r\x00%=,.:/-_") + list("aZ09")
+nasty = st.one_of(
+    st.sampled_from(INJECTIONS), st.text(alphabet=st.sampled_from(DANGER), max_size=12)
+)
+wrong_type: st.SearchStrategy[Any] = st.sampled_from([None, True, 0, -1, 1.5, "1", (), {}])
+
+
+def ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi)
+
+
+# field -> (valid-ish values, wild values)
+STRATS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
+    "name": (st.sampled_from(["exp", "r50-8gpu", "a.b_c"]), nasty),
+    "model": (st.sampled_from(["mlp", "simple_cnn", "resnet18", "pkg.mod:fn"]), nasty),
+    "dataset": (st.sampled_from(["synthetic", "mnist", "cifar10"]), nasty),
+    "data_root": (st.sampled_from(["", "~/data", "/scratch/d s"]), nasty),
+    "download": (st.booleans(), wrong_type),
+    "task": (st.just("classification"), nasty),
+    "target": (st.just(""), nasty),
+    "num_classes": (st.one_of(st.none(), ints(2, 1000)), st.one_of(ints(-3, 3), wrong_type)),
+    "synthetic_samples": (st.one_of(st.none(), ints(1, 5000)), ints(-2, 2)),
+    "synthetic_val_samples": (st.one_of(st.none(), ints(1, 5000)), ints(-2, 2)),
+    "synthetic_shape": (st.sampled_from(["", "1,28,28", "784"]), nasty),
+    "nodes": (st.one_of(st.just(1), ints(1, 8)), st.one_of(ints(-1, 2000), wrong_type)),
+    "gpus_per_node": (ints(1, 8), st.one_of(ints(-1, 200), wrong_type)),
+    "backend": (st.sampled_from(["auto", "gloo"]), st.one_of(st.sampled_from(BACKENDS), nasty)),
+    "launcher": (st.sampled_from(LAUNCHERS), nasty),
+    "device": (st.sampled_from(DEVICES), nasty),
+    "partition": (st.sampled_from(["", "gpu", "gpu,long"]), nasty),
+    "account": (st.sampled_from(["", "proj1"]), nasty),
+    "qos": (st.sampled_from(["", "high"]), nasty),
+    "time_limit": (
+        st.sampled_from(["30", "01:00:00", "1-00", "2-03:04:05"]),
+        st.one_of(st.from_regex(r"\A[0-9]{1,4}([:-][0-9]{1,3}){0,3}\Z"), nasty, wrong_type),
+    ),
+    "constraint": (st.sampled_from(["", "a100&ib", "[r1*2&r2*2]"]), nasty),
+    "cpus_per_task": (ints(1, 64), st.one_of(ints(-1, 2000), wrong_type)),
+    "mem": (st.sampled_from(["", "16G", "0", "500M"]), nasty),
+    "epochs": (ints(1, 100), ints(-1, 2)),
+    "batch_per_gpu": (ints(1, 512), ints(-1, 2)),
+    "lr": (
+        st.one_of(st.none(), st.floats(1e-6, 10)),
+        st.one_of(st.floats(allow_nan=True, allow_infinity=True), wrong_type),
+    ),
+    "lr_scaling": (st.sampled_from(["none", "linear"]), nasty),
+    "base_batch": (st.one_of(st.none(), ints(1, 4096)), ints(-1, 1)),
+    "optimizer": (st.sampled_from(["sgd", "adamw"]), nasty),
+    "schedule": (st.sampled_from(["none", "step", "cosine"]), nasty),
+    "warmup_epochs": (st.just(0), ints(-1, 200)),
+    "precision": (st.sampled_from(["off", "bf16"]), st.one_of(st.just("fp16"), nasty)),
+    "workers": (ints(0, 16), ints(-2, 300)),
+    "seed": (ints(0, 2**32 - 1), st.one_of(ints(-5, -1), ints(2**32, 2**33), wrong_type)),
+    "max_steps_per_epoch": (st.one_of(st.none(), ints(1, 100)), ints(-1, 0)),
+    "requeue": (st.booleans(), wrong_type),
+    "signal_lead_sec": (ints(0, 60), st.one_of(ints(-1, 70000), wrong_type)),
+    "env_setup": (
+        st.lists(
+            st.sampled_from(["module load pytorch/2.3", "export A='x y'", 'echo "$HOME" >&2']),
+            max_size=2,
+        ).map(tuple),
+        st.one_of(
+            st.lists(
+                st.one_of(
+                    nasty,
+                    st.sampled_from(["if true; then", "fi", "cat <<EOF", "#SBATCH --x", "x \\"]),
+                ),
+                max_size=4,
+            ).map(tuple),
+            wrong_type,
+        ),
+    ),
+    "python": (st.sampled_from(["python3", "~/venv/bin/python"]), nasty),
+    "extra_sbatch": (
+        st.lists(
+            st.sampled_from(["--exclusive", "--mail-type=END,FAIL", "--comment=x"]), max_size=2
+        ).map(tuple),
+        st.lists(
+            st.one_of(
+                nasty,
+                nasty.map(lambda t: "--comment=" + t),
+                st.sampled_from(["--out=/x", "--nodes=3", "--o", "--chdir=/", "--signal=USR1"]),
+            ),
+            max_size=3,
+        ).map(tuple),
+    ),
+    "extra_trainer_args": (
+        st.lists(st.sampled_from(["--momentum", "0.9", "--compile"]), max_size=3).map(tuple),
+        st.one_of(
+            st.lists(st.one_of(nasty, st.sampled_from(["--run-dir", "--run=/x"])), max_size=4).map(
+                tuple
+            ),
+            wrong_type,
+        ),
+    ),
+    "nccl_env": (
+        st.dictionaries(
+            st.sampled_from(["NCCL_DEBUG", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"]),
+            st.sampled_from(["INFO", "ib0", "^docker,lo"]),
+            max_size=2,
+        ).map(lambda d: tuple(d.items())),
+        st.one_of(
+            st.dictionaries(
+                st.one_of(nasty, st.sampled_from(["PATH", "SLURM_JOB_ID", "IFS", "NCCL_X"])),
+                nasty,
+                max_size=3,
+            ).map(lambda d: tuple(d.items())),
+            wrong_type,
+        ),
+    ),
+}
+
+
+def test_every_field_has_strategies() -> None:
+    assert set(STRATS) == set(FIELDS)
+    assert set(BUILTIN_DATASETS) >= {"synthetic", "mnist", "cifar10"}
+
+
+@st.composite
+def specs(draw: st.DrawFn, *, wild_max: int = 4) -> ExperimentSpec:
+    wild = draw(st.sets(st.sampled_from(FIELDS), max_size=wild_max))
+    values = {name: draw(STRATS[name][1] if name in wild else STRATS[name][0]) for name in FIELDS}
+    return ExperimentSpec(**values)
+
+
+_DIRECTIVE = re.compile(r"#SBATCH --[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:/=+@%*!&|\[\]^~-]+)?")
+
+
+def check_script(script: str) -> None:
+    res = subprocess.run(
+        ["bash", "-n"], input=script, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert res.returncode == 0, res.stderr
+    lines = script.splitlines()
+    n = sum(1 for ln in lines if ln.startswith("#SBATCH"))
+    assert all(_DIRECTIVE.fullmatch(ln) for ln in lines[1 : n + 1]), lines[: n + 1]
+    assert "\x00" not in script
+
+
+def check_refused_or_renders(spec: ExperimentSpec) -> None:
+    errors = validate(spec)
+    event("refused" if errors else "rendered")
+    if errors:
+        assert all(e.field in FIELDS and e.message for e in errors), errors
+        assert all("\n" not in str(e) for e in errors)
+        with pytest.raises(SpecError) as err:
+            render_training(spec, RUN_DIR)
+        assert err.value.errors == errors
+        return
+    check_script(render_training(spec, RUN_DIR))
+    check_script(render_preflight(spec, RUN_DIR))
+
+
+@SETTINGS
+@given(specs())
+def test_each_spec_is_refused_by_field_or_renders_valid_bash(spec: ExperimentSpec) -> None:
+    check_refused_or_renders(spec)
+
+
+@pytest.mark.parametrize("field", FIELDS)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_one_wild_field_is_refused_by_name_or_renders(field: str, data: st.DataObject) -> None:
+    # Only `field` is wild, so a mistake in its own rule cannot hide behind another field's error.
+    values = {name: data.draw(STRATS[name][0]) for name in FIELDS}
+    values[field] = data.draw(STRATS[field][1], label=field)
+    spec = ExperimentSpec(**values)
+    errors = validate(spec)
+    assert not errors or field in {e.field for e in errors} or _cross_field(errors), errors
+    check_refused_or_renders(spec)
+
+
+def _cross_field(errors: list[Any]) -> bool:
+    """A wild value may make a *related* field wrong (e.g. 1 epoch vs warm-up)."""
+    return all(e.field in FIELDS for e in errors)
+
+
+@pytest.fixture(scope="module")
+def module_fake_bin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield make_fake_bin(tmp_path_factory.mktemp("fakes"))
+
+
+def _launched_args(job: Job) -> list[str]:
+    (argv,) = job.argv("srun") or job.argv("python")
+    module = argv.index("ddp_tui.trainer")
+    return argv[module + 1 :]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=specs(wild_max=2))
+def test_valid_specs_run_and_hand_every_value_over_intact(
+    module_fake_bin: Path, spec: ExperimentSpec
+) -> None:
+    # env_setup runs verbatim by design; the other fields must never execute anything.
+    spec = spec.replace(env_setup=())
+    if validate(spec):
+        event("refused")
+        return
+    event(f"ran nodes>1={spec.nodes > 1} launcher={spec.launcher}")
+    if spec.python not in ("python3", "~/venv/bin/python"):
+        spec = spec.replace(python="python3")  # the fake must be what runs
+    with tempfile.TemporaryDirectory() as tmp:
+        venv = Path(tmp, "venv", "bin")
+        venv.mkdir(parents=True)
+        (venv / "python").symlink_to(module_fake_bin / "python3")
+        job = Job(Path(tmp), module_fake_bin, render_training(spec, f"{tmp}/run"))
+        rc, out = job.run(DDP_TUI_SCHEDULER="local")
+        assert rc == 0, out
+        assert not list(Path(tmp).rglob("pwned")), out
+        # The job's HOME is tmp; a leading ~/ means it, as it would at a shell.
+        expected = [
+            tmp + a[1:] if a == "~" or a.startswith("~/") else a for a in trainer_args(spec)
+        ]
+        assert _launched_args(job) == ["--run-dir", f"{tmp}/run", *expected]
+        env = job.environ("srun" if spec.needs_slurm else "py")
+        for key, value in spec.nccl_env:
+            assert env[key] == value
