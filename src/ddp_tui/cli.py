@@ -252,21 +252,24 @@ def _cmd_verify(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 def _cmd_logs(cluster: Cluster, args: argparse.Namespace) -> int:
+    from ddp_tui.remote.tail import collapse_carriage_returns
+
     view = resolve_run(cluster, args.run)
-    while True:
+
+    def show() -> None:
         detail = cluster.follow(view.run_id)
         for line in detail.err_lines if args.err else detail.out_lines:
-            print(line)
+            print(collapse_carriage_returns(line))
         sys.stdout.flush()
-        if not args.follow:
-            return 0
+
+    show()
+    while args.follow:
         state = next((v.state for v in cluster.refresh().runs if v.run_id == view.run_id), None)
+        show()
         if state is not None and state.is_terminal:
-            detail = cluster.follow(view.run_id)
-            for line in detail.err_lines if args.err else detail.out_lines:
-                print(line)
-            return 0
+            break
         time.sleep(1.0)
+    return 0
 
 
 def _cmd_compare(cluster: Cluster, args: argparse.Namespace) -> int:

@@ -117,10 +117,15 @@ def config_path() -> Path:
 # --- reading ----------------------------------------------------------------------------------
 
 
+def _header_re(table: str) -> re.Pattern[str]:
+    parts = [rf"""(?:{re.escape(p)}|"{re.escape(p)}"|'{re.escape(p)}')""" for p in table.split(".")]
+    return re.compile(r"\s*\[\s*" + r"\s*\.\s*".join(parts) + r"\s*\]")
+
+
 def _key_line(text: str, table: str, key: str | None) -> int | None:
     """Best-effort line of ``key`` in ``[table]`` (tomllib keeps no positions)."""
     lines = text.splitlines()
-    header = re.compile(r"\s*\[\s*" + r"\s*\.\s*".join(map(re.escape, table.split("."))) + r"\s*\]")
+    header = _header_re(table)
     start = next((i for i, ln in enumerate(lines) if header.match(ln)), None)
     if start is None:
         return None
@@ -132,7 +137,9 @@ def _key_line(text: str, table: str, key: str | None) -> int | None:
             break
         if assign.match(lines[i]):
             return i + 1
-    return start + 1
+    sub = _header_re(f"{table}.{key}")  # a sub-table such as [profiles.x.nccl_env]
+    found = next((i for i, ln in enumerate(lines) if sub.match(ln)), None)
+    return (found if found is not None else start) + 1
 
 
 def _top_key_line(text: str, key: str) -> int | None:

@@ -67,7 +67,7 @@ MAX_NODES: Final = 1024
 MAX_PROCS_PER_NODE: Final = 128
 MAX_TIME_MIN: Final = 365 * 24 * 60
 
-_NAME_RE: Final = re.compile(r"[^ ]{1,64}")
+_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _IDENT: Final = r"[A-Za-z_][A-Za-z0-9_]*"
 _MODEL_RE: Final = re.compile(rf"{_IDENT}(\.{_IDENT})*(:{_IDENT})?")
 _CALLABLE_RE: Final = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}")

@@ -278,6 +278,9 @@ def test_parse_poll_of_batched_answers() -> None:
     assert statuses[JOBS["requeued"]].state is JobState.PENDING
     assert statuses[JOBS["failed_exit3"]].exit_code == 3
     assert sched.poll_commands([]) == [] and sched.parse_poll([], []) == {}
+    # Ids of another scheduler (a run first made locally) are unknown, not an error.
+    assert sched.poll_commands(["local-3"]) == [] and sched.parse_poll(["local-3"], []) == {}
+    assert sched.poll_commands(["5", "5", "x"])[1][-1] == "--jobs=5"
 
 
 def test_parse_poll_controller_down_is_a_typed_error() -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
+from textual.widgets import TabbedContent
 
 from ddp_tui.remote.cluster import RunDetail
 from ddp_tui.tui.logtext import clean_line, clean_lines, strip_ansi, truncate_line
@@ -58,12 +60,12 @@ def test_invalid_utf8_replacement_char_is_kept_readable() -> None:
 class LogHost(App[None]):
     """A tiny app holding only the pane."""
 
-    def __init__(self, **pane_kwargs: int | float | str) -> None:
+    def __init__(self, **pane_kwargs: Any) -> None:
         super().__init__()
         self.pane_kwargs = pane_kwargs
 
     def compose(self) -> ComposeResult:
-        yield LogPane(**self.pane_kwargs)  # type: ignore[arg-type]
+        yield LogPane(**self.pane_kwargs)
 
 
 def _pane(app: App[None]) -> LogPane:
@@ -228,6 +230,12 @@ async def test_search_finds_counts_and_cycles_matches() -> None:
         # The match line is on screen.
         assert view.scroll_offset.y <= 23 < view.scroll_offset.y + view.size.height
 
+        # The current match line is drawn in the match style, its neighbour is not.
+        row = 23 - view.scroll_offset.y
+        match_bg = {seg.style.bgcolor for seg in view.render_line(row) if seg.style}
+        other_bg = {seg.style.bgcolor for seg in view.render_line(row + 1) if seg.style}
+        assert match_bg and match_bg.isdisjoint(other_bg)
+
         await pilot.press("N", "N", "N")
         await pilot.pause()
         assert view.match_line == 163  # wrapped backwards
@@ -244,7 +252,7 @@ async def test_search_is_case_sensitive_with_a_capital_letter() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         pane = _pane(app)
         pane.append("err", ["Error one", "error two", "ERROR three"])
-        pane.query_one("TabbedContent").active = "err"  # type: ignore[attr-defined]
+        pane.query_one(TabbedContent).active = "err"
         await _settle(pilot, pane)
         assert pane.active_stream == "err"
         pane.search("Error")
@@ -265,9 +273,18 @@ async def test_escape_closes_the_search_box_and_labels_can_be_set() -> None:
         assert not box.display
         pane.set_label("err", "slurm-1.err")
         await pilot.pause()
-        tabs = pane.query_one("TabbedContent")
-        assert tabs.get_tab("out").label.plain == "slurm-1.out"  # type: ignore[attr-defined]
-        assert tabs.get_tab("err").label.plain == "slurm-1.err"  # type: ignore[attr-defined]
+        tabs = pane.query_one(TabbedContent)
+        assert tabs.get_tab("out").label.plain == "slurm-1.out"
+        assert tabs.get_tab("err").label.plain == "slurm-1.err"
+
+
+async def test_scroll_width_covers_the_widest_line_including_wide_characters() -> None:
+    app = LogHost()
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = _pane(app)
+        pane.append("out", ["a" * 300, "界" * 200, "\tx"])
+        await _settle(pilot, pane)
+        assert pane.view("out").virtual_size.width == 400
 
 
 def test_max_lines_must_be_positive() -> None:

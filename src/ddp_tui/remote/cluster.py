@@ -44,7 +44,6 @@ from ddp_tui.remote.tail import (
     LogReader,
     MetricsReader,
     ProgressReader,
-    collapse_carriage_returns,
 )
 from ddp_tui.sbatch_templates import render_preflight, render_training
 from ddp_tui.spec import ExperimentSpec, FieldError, SpecError, validate, validate_for_cluster
@@ -470,21 +469,29 @@ class Cluster:
             detail = RunDetail(run_id, out_reset=True, err_reset=True)
         else:
             detail = RunDetail(run_id)
-        readers: list[_Feedable] = [f.out, f.err, f.metrics, f.progress]
-        batch = Batch(reads=[r.request() for r in readers] + [FileRead(info.ref.file(RUN_JSON))])
-        result = self.executor.run_batch(batch)
         gens = (f.out.generation, f.err.generation)
-        out = f.out.read_new(result.reads[0])
-        err = f.err.read_new(result.reads[1])
-        f.metrics.read_new(result.reads[2])
-        f.progress.read_new(result.reads[3])
+        run_json = FileRead(info.ref.file(RUN_JSON))
+        readers: list[_Feedable] = [f.out, f.err, f.metrics, f.progress]
+        pending = readers
+        # A reader that restarted (first look at a big log, truncation) asks for one more
+        # read at once, so opening a run shows its tail without waiting a whole tick.
+        for _ in range(3):
+            batch = Batch(reads=[r.request() for r in pending] + [run_json])
+            result = self.executor.run_batch(batch)
+            for reader, res in zip(pending, result.reads, strict=False):
+                new = reader.read_new(res)
+                if reader is f.out:
+                    detail.out_lines += new
+                elif reader is f.err:
+                    detail.err_lines += new
+            detail.run_json = _json_or_none(result.reads[-1]) or detail.run_json
+            pending = [r for r in readers if r.needs_reread]
+            if not pending:
+                break
         detail.out_reset = detail.out_reset or f.out.generation != gens[0]
         detail.err_reset = detail.err_reset or f.err.generation != gens[1]
-        detail.out_lines = [collapse_carriage_returns(x) for x in out]
-        detail.err_lines = [collapse_carriage_returns(x) for x in err]
         detail.metrics = list(f.metrics.rows)
         detail.progress = _progress(f.progress.latest)
-        detail.run_json = _json_or_none(result.reads[4])
         final = self._final.get(run_id)
         if final is not None and final.job_id == job_id and job_id:
             if f.accounting is None:
@@ -637,6 +644,9 @@ class Cluster:
 
 
 class _Feedable(Protocol):
+    @property
+    def needs_reread(self) -> bool: ...
+
     def request(self) -> FileRead: ...
     def read_new(self, result: ReadResult) -> Any: ...
 
@@ -645,6 +655,7 @@ class _Feedable(Protocol):
 class _RunJsonReader:
     path: str
     data: dict[str, Any] | None = None
+    needs_reread: bool = False
 
     def request(self) -> FileRead:
         return FileRead(self.path)
@@ -699,7 +710,7 @@ class _Follower:
 # sbatch alone is not enough: a workstation may have the client without a cluster. A
 # configless cluster has no slurm.conf, so then ask the controller once.
 _SLURM_PROBE = (
-    "command -v sbatch >/dev/null 2>&1 && { [ -n \"${SLURM_CONF:-}\" ] "
+    'command -v sbatch >/dev/null 2>&1 && { [ -n "${SLURM_CONF:-}" ] '
     "|| [ -e /etc/slurm/slurm.conf ] || scontrol ping >/dev/null 2>&1; }"
 )
 

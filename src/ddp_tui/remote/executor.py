@@ -261,4 +261,3 @@ class LocalExecutor(Executor):
         with open(path, "ab") as fh:
             fh.write(data)
             fh.flush()
-

@@ -60,7 +60,7 @@ class Scheduler(ABC):
 
     @abstractmethod
     def submit(self, script_path: str, run_dir: str) -> str:
-        """Submit ``script_path`` with the run directory as working directory; returns the job id."""
+        """Submit ``script_path`` from the run directory; returns the job id."""
 
     @abstractmethod
     def poll(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:

@@ -161,11 +161,19 @@ def _env_prefix(tool: str) -> list[str]:
     return argv
 
 
+_JOB_ID = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?(?:\.\w+)?")
+
+
 def _check_job_id(job_id: str) -> str:
     # Ids go into argv, never a shell, but a stray "-" or "," would change the meaning.
-    if not re.fullmatch(r"\d+(?:_\d+)?(?:\+\d+)?(?:\.\w+)?", job_id):
+    if not _JOB_ID.fullmatch(job_id):
         raise SchedulerError(f"not a Slurm job id: {job_id!r}")
     return job_id
+
+
+def _slurm_ids(job_ids: Iterable[str]) -> list[str]:
+    """The ids that can be Slurm's, once each (another scheduler's ids are just unknown)."""
+    return [j for j in dict.fromkeys(job_ids) if _JOB_ID.fullmatch(j)]
 
 
 def sbatch_argv(script_path: str, run_dir: str) -> list[str]:
@@ -557,9 +565,8 @@ class SlurmScheduler(Scheduler):
 
     def poll_commands(self, job_ids: Sequence[str]) -> list[list[str]]:
         """squeue, and one sacct for every id (sacct answers for running jobs too)."""
-        if not job_ids:
-            return []
-        return [squeue_argv(), sacct_argv(dict.fromkeys(job_ids))]
+        ids = _slurm_ids(job_ids)
+        return [squeue_argv(), sacct_argv(ids)] if ids else []
 
     def parse_poll(
         self, job_ids: Sequence[str], results: Sequence[CommandResult]
@@ -569,6 +576,7 @@ class SlurmScheduler(Scheduler):
         Raises :class:`AccountingUnavailable`, carrying squeue's partial answer, when
         only sacct failed.
         """
+        job_ids = _slurm_ids(job_ids)
         if not job_ids:
             return {}
         if not results:
@@ -581,19 +589,20 @@ class SlurmScheduler(Scheduler):
         if result.warning is not None:
             w = result.warning
             raise AccountingUnavailable(
-                f"sacct: {w.message}", result.statuses, argv=w.argv, returncode=w.returncode
+                w.message, result.statuses, argv=w.argv, returncode=w.returncode
             )
         return result.statuses
 
     def poll_result(self, job_ids: Sequence[str]) -> PollResult:
         """squeue for the user's jobs; one sacct only for the ids that left the queue."""
+        job_ids = _slurm_ids(job_ids)
         if not job_ids:
             return PollResult({})
         squeue = self._run(squeue_argv(), "squeue")
         if not squeue.ok:
             raise error_of(squeue, "squeue")
         queued = parse_squeue(squeue.stdout)
-        gone = [j for j in dict.fromkeys(job_ids) if j not in queued]
+        gone = [j for j in job_ids if j not in queued]
         sacct = self._run(sacct_argv(gone), "sacct") if gone else None
         return poll_from_results(job_ids, squeue, sacct)
 

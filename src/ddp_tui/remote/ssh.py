@@ -75,8 +75,11 @@ from ddp_tui.remote.ssh_api import (
     SSHError,
 )
 from ddp_tui.remote.ssh_batch import (
+    HELPER_HELLO,
     LAUNCHERS,
+    SERVER_LAUNCHER,
     BatchHelper,
+    FrameReader,
     build_request,
     new_nonce,
     parse_response,
@@ -146,6 +149,10 @@ class _Connection:
         self.sftp_lock = threading.Lock()
         self.closed = threading.Event()
         self._sftp: paramiko.SFTPClient | None = None
+        #: The persistent batch helper; guarded by ``batch_lock``.
+        self.batch_lock = threading.Lock()
+        self.batch_server: _BatchServer | None = None
+        self.no_python = False
 
     def sftp(self, timeout: float) -> paramiko.SFTPClient:
         """The SFTP session, opened (again) when needed; hold ``sftp_lock``."""
@@ -171,12 +178,104 @@ class _Connection:
             with contextlib.suppress(Exception):
                 sftp.close()
 
+    def drop_batch_server(self, kill: bool = False) -> None:
+        server, self.batch_server = self.batch_server, None
+        if server is not None:
+            server.close(kill=kill)
+
     def close(self) -> None:
         self.closed.set()
         self.drop_sftp()
+        self.drop_batch_server()
         for transport in reversed(self.transports):
             with contextlib.suppress(Exception):
                 transport.close()
+
+
+class _HelperGone(Exception):
+    """The persistent helper's channel ended before a full answer."""
+
+    def __init__(self, greeted: bool) -> None:
+        super().__init__("helper ended")
+        self.greeted = greeted
+
+
+def _send_signal(chan: paramiko.Channel, name: str) -> None:
+    """Ask sshd to signal the command's process group (RFC 4254 "signal" request)."""
+    transport = chan.get_transport()
+    if transport is None:
+        return
+    msg = paramiko.Message()
+    msg.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
+    msg.add_int(chan.remote_chanid)
+    msg.add_string("signal")
+    msg.add_boolean(False)
+    msg.add_string(name)
+    with contextlib.suppress(Exception):
+        # paramiko has no public API for the "signal" channel request.
+        transport._send_user_message(msg)  # type: ignore[attr-defined]
+
+
+class _BatchServer:
+    """A long-lived ``python3`` helper on one session channel: each batch is one request
+    line and one framed answer, without a new channel, login shell or interpreter."""
+
+    def __init__(self, chan: paramiko.Channel) -> None:
+        self.chan = chan
+        self.greeted = False
+        self._pending = bytearray()
+        self._stderr = bytearray()
+        self._drain = threading.Thread(
+            target=self._drain_stderr, name="ssh-helper-err", daemon=True
+        )
+        self._drain.start()
+
+    def _drain_stderr(self) -> None:
+        while True:
+            data = self.chan.recv_stderr(_RECV)
+            if not data:
+                return
+            self._stderr += data
+            del self._stderr[:-4096]
+
+    @property
+    def stderr_tail(self) -> str:
+        return bytes(self._stderr).decode("utf-8", "replace").strip()
+
+    def usable(self) -> bool:
+        return not self.chan.closed and not self.chan.eof_received
+
+    def request(self, payload: bytes, nonce: str, timeout: float) -> bytes:
+        """Send one request and return its framed answer; raises TimeoutError or _HelperGone."""
+        deadline = time.monotonic() + timeout
+        self.chan.sendall(payload)
+        reader = FrameReader(nonce)
+        while True:
+            if not self.greeted:
+                at = self._pending.find(HELPER_HELLO)
+                if at >= 0:
+                    del self._pending[: at + len(HELPER_HELLO)]
+                    self.greeted = True
+            if self.greeted:
+                end = reader.complete(self._pending)
+                if end is not None:
+                    answer = bytes(self._pending[:end])
+                    del self._pending[:end]
+                    return answer
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            self.chan.settimeout(remaining)
+            data = self.chan.recv(_RECV)  # TimeoutError past the deadline
+            if not data:
+                raise _HelperGone(self.greeted)
+            self._pending += data
+
+    def close(self, kill: bool = False) -> None:
+        if kill:
+            _send_signal(self.chan, "KILL")
+        with contextlib.suppress(Exception):
+            self.chan.close()
 
 
 class _KeyboardInteractive:
@@ -271,6 +370,8 @@ class SSHExecutor(Executor):
         self._home: str | None = None
         #: Remote commands started (``exec`` requests), for tests and benchmarks.
         self.exec_count = 0
+        #: Request/answer exchanges (one per run/run_batch), for tests and benchmarks.
+        self.round_trips = 0
         #: Non-fatal problems worth showing (e.g. known_hosts could not be written).
         self.warnings: list[str] = []
 
@@ -296,7 +397,15 @@ class SSHExecutor(Executor):
 
     def wait_connected(self, timeout: float) -> bool:
         """Block until connected (e.g. after a reconnect); False on timeout."""
-        return self._connected_event.wait(timeout) and self.connected
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            # The event may still be set for a connection that died a moment ago.
+            if self._connected_event.wait(max(0.0, remaining)) and self.connected:
+                return True
+            if remaining <= 0:
+                return False
+            time.sleep(min(0.05, max(0.0, remaining)))
 
     def connect(self) -> None:
         """Connect and authenticate now (may ask the prompter); raises typed errors."""
@@ -598,6 +707,16 @@ class SSHExecutor(Executor):
             raise ConnectFailed(
                 f"SSH handshake with {hop.hostname} port {hop.port} failed: {reason}"
             ) from None
+        try:
+            # start_client() returns silently when its timeout passes mid-handshake.
+            transport.get_remote_server_key()
+        except paramiko.SSHException:
+            with contextlib.suppress(Exception):
+                transport.close()
+            raise ConnectTimeout(
+                f"SSH handshake with {hop.hostname} port {hop.port} did not finish within "
+                f"{timeout:g} s (is an SSH server listening there?)"
+            ) from None
         return transport
 
     def _verify_host_key(self, transport: paramiko.Transport, hop: HostConfig) -> None:
@@ -807,6 +926,13 @@ class SSHExecutor(Executor):
             raise self._auth_failed(hop, allowed_first, tried, closed=not transport.is_active())
 
     @staticmethod
+    def _cancelled(hop: HostConfig, method: str, tried: list[str]) -> AuthenticationFailed:
+        before = f" (tried before: {'; '.join(tried)})" if tried else ""
+        return AuthenticationFailed(
+            f"login to {hop.display} cancelled at the {method} prompt{before}", tried=tried
+        )
+
+    @staticmethod
     def _auth_failed(
         hop: HostConfig, allowed: list[str], tried: list[str], *, closed: bool
     ) -> AuthenticationFailed:
@@ -831,22 +957,6 @@ class SSHExecutor(Executor):
             raise ExecutorError(f"cannot expand {path!r}: the remote home is unknown (no SFTP)")
         return self._home + path[1:]
 
-    @staticmethod
-    def _send_signal(chan: paramiko.Channel, name: str) -> None:
-        """Ask sshd to signal the command's process group (RFC 4254 "signal")."""
-        transport = chan.get_transport()
-        if transport is None:
-            return
-        msg = paramiko.Message()
-        msg.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
-        msg.add_int(chan.remote_chanid)
-        msg.add_string("signal")
-        msg.add_boolean(False)
-        msg.add_string(name)
-        with contextlib.suppress(Exception):
-            # paramiko has no public API for the "signal" channel request.
-            transport._send_user_message(msg)  # type: ignore[attr-defined]
-
     def _exec(
         self, command: str, *, stdin: bytes | None, timeout: float, label: str
     ) -> tuple[int, bytes, bytes]:
@@ -860,6 +970,7 @@ class SSHExecutor(Executor):
             raise self._failure(conn, exc, f"starting {label}") from None
         with self._lock:
             self.exec_count += 1
+            self.round_trips += 1
         try:
             chan.exec_command(command)
         except _CONNECTION_TROUBLE as exc:
@@ -872,7 +983,7 @@ class SSHExecutor(Executor):
 
         def kill() -> None:
             timed_out.set()
-            self._send_signal(chan, "KILL")
+            _send_signal(chan, "KILL")
             chan.close()
 
         def drain_stderr() -> None:
@@ -971,14 +1082,71 @@ class SSHExecutor(Executor):
         )
 
     def run_batch(self, batch: Batch, *, timeout: float = 60.0) -> BatchResult:
-        """Every command and read of ``batch`` in one remote command (one round trip)."""
+        """Every command and read of ``batch`` in one round trip.
+
+        With ``batch_helper="auto"`` the request goes to a persistent helper started on
+        first use (its start is pipelined with the first request); where the remote side
+        has no python3, each batch is one ``sh`` command instead.
+        """
         reads = [(self._expand(r.path), r.offset, r.max_bytes) for r in batch.reads]
         nonce = new_nonce()
+        conn = self._ensure()
+        if self._batch_helper == "auto" and not conn.no_python:
+            payload = build_request(nonce, batch.commands, reads, with_script=False)
+            if conn.batch_lock.acquire(timeout=timeout):
+                try:
+                    answer = self._helper_request(conn, payload, nonce, timeout)
+                finally:
+                    conn.batch_lock.release()
+                if answer is not None:
+                    return parse_response(batch, nonce, answer, b"", 0, self.description)
+        helper = "sh" if self._batch_helper == "auto" else self._batch_helper
         request = build_request(nonce, batch.commands, reads)
         status, out, err = self._exec(
-            LAUNCHERS[self._batch_helper], stdin=request, timeout=timeout, label="batched refresh"
+            LAUNCHERS[helper], stdin=request, timeout=timeout, label="batched refresh"
         )
         return parse_response(batch, nonce, out, err, status, self.description)
+
+    def _helper_request(
+        self, conn: _Connection, payload: bytes, nonce: str, timeout: float
+    ) -> bytes | None:
+        """One request to the persistent helper (started if needed); None when the remote
+        side cannot run it (then the caller falls back to a one-shot command)."""
+        server = conn.batch_server
+        try:
+            if server is None or not server.usable():
+                conn.drop_batch_server()
+                chan = conn.transport.open_session(timeout=min(timeout, 30.0))
+                with self._lock:
+                    self.exec_count += 1
+                chan.exec_command(SERVER_LAUNCHER)
+                server = conn.batch_server = _BatchServer(chan)
+            with self._lock:
+                self.round_trips += 1
+            return server.request(payload, nonce, timeout)
+        except TimeoutError:
+            conn.drop_batch_server(kill=True)
+            raise CommandTimeout(
+                f"batched refresh did not finish within {timeout:g} s and was killed"
+            ) from None
+        except _HelperGone as gone:
+            tail = server.stderr_tail if server is not None else ""
+            conn.drop_batch_server()
+            if not conn.transport.is_active() or not self._probe(conn, 10.0):
+                self._on_lost(conn, "connection dropped during a batched refresh")
+                raise ConnectionLost(
+                    f"connection to {self.description} lost during a refresh; reconnecting"
+                ) from None
+            if not gone.greeted:
+                conn.no_python = True  # no python3 there (or a ForceCommand): use sh
+                return None
+            raise RemoteProtocolError(
+                f"the batch helper on {self.description} stopped unexpectedly"
+                + (f": {tail}" if tail else "")
+            ) from None
+        except _CONNECTION_TROUBLE as exc:
+            conn.drop_batch_server()
+            raise self._failure(conn, exc, "a batched refresh") from None
 
     # ----------------------------------------------------------------- files
 

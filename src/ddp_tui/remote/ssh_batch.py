@@ -1,10 +1,11 @@
 """One remote command that answers a whole :class:`Batch`: the script and its parser.
 
-The request travels on the remote command's stdin as one JSON line (after ``#``, so it
-is a comment to ``sh``) followed by an equivalent POSIX ``sh`` script. The launcher runs
-a small Python helper when ``python3`` exists on the remote side (one process for every
-read; stat and read on the same file descriptor) and the ``sh`` script otherwise. Both
-answer in the same framing::
+The request travels on the remote command's stdin as one line holding a Python literal
+(after ``#``, so it is a comment to ``sh``) followed by an equivalent POSIX ``sh``
+script. The launcher runs a small Python helper when ``python3`` exists on the remote
+side (one process for every read; stat and read on the same file descriptor) and the
+``sh`` script otherwise, or when the batch is so small that forking ``stat``/``tail``
+per read is cheaper than starting Python. Both answer in the same framing::
 
     <nonce> BEGIN
     one record line per command, then per read:
@@ -23,7 +24,6 @@ lets the parser skip anything a login shell prints first and detect truncation.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import secrets
 import shlex
@@ -41,74 +41,149 @@ from ddp_tui.remote.executor import (
 )
 from ddp_tui.remote.ssh_api import RemoteProtocolError
 
+#: "auto": a persistent Python helper on the remote side (started once per connection),
+#: or a one-shot sh script per batch where there is no python3. "python"/"sh": one-shot
+#: helpers (one remote command per batch).
 BatchHelper = Literal["auto", "python", "sh"]
 
-# Runs on the remote side with any python3 >= 3.6; keep it free of newer syntax.
+# Runs on the remote side with any python3 >= 3.6. It imports nothing but the builtin
+# ``posix`` module (``subprocess`` alone costs ~30 ms of start-up): commands are forked
+# by hand, with stdout/stderr in unlinked temporary files, so no pipe can fill up.
 PY_HELPER = r"""
-import json, os, stat, subprocess, sys
-def main():
-    req = json.loads(sys.stdin.buffer.readline()[1:].decode("utf-8"))
-    nonce = req["n"].encode()
+import _signal, posix, sys
+def answer(line):
+    nonce, cmds, reads = eval(line[1:])
+    env = posix.environ
+    path = env.get(b"PATH", b"/usr/local/bin:/usr/bin:/bin").split(b":")
+    tmp = env.get(b"TMPDIR", b"/tmp")
     recs, blobs = [], []
-    for argv in req["c"]:
+    spawn = getattr(posix, "posix_spawnp", None)
+
+    def tmpfile():
+        try:
+            return posix.open(tmp, posix.O_TMPFILE | posix.O_RDWR, 384)
+        except (AttributeError, OSError):
+            name = b"%s/.ddp-tui-%d-%d" % (tmp, posix.getpid(), len(blobs))
+            fd = posix.open(name, posix.O_CREAT | posix.O_EXCL | posix.O_RDWR, 384)
+            posix.unlink(name)
+            return fd
+
+    def slurp(fd, off, limit):
+        posix.lseek(fd, off, 0)
+        parts = []
+        while limit is None or limit > 0:
+            chunk = posix.read(fd, 1048576 if limit is None else min(limit, 1048576))
+            if not chunk:
+                break
+            parts.append(chunk)
+            if limit is not None:
+                limit -= len(chunk)
+        return b"".join(parts)
+
+    for argv in cmds:
         args = [a.encode("utf-8", "surrogateescape") for a in argv]
-        try:
-            p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
-        except OSError as e:
-            recs.append(b"N" if e.errno == 2 else ("E %d" % (e.errno or 0)).encode())
-            blobs += [b"", b""]
-            continue
-        out, err = p.communicate()
-        recs.append(("C %d" % p.returncode).encode())
-        blobs += [out, err]
-    for path, off, mx in req["r"]:
-        try:
-            fd = os.open(path.encode("utf-8", "surrogateescape"), os.O_RDONLY)
-        except OSError as e:
-            if e.errno in (2, 20):
-                recs.append(b"M")
-            elif e.errno in (1, 13):
-                recs.append(b"P")
+        out, err = tmpfile(), tmpfile()
+        failed = b""
+        if spawn is not None:  # vfork-based: much cheaper than fork()
+            try:
+                pid = spawn(args[0], args, env, file_actions=[
+                    (posix.POSIX_SPAWN_OPEN, 0, b"/dev/null", posix.O_RDONLY, 0),
+                    (posix.POSIX_SPAWN_DUP2, out, 1), (posix.POSIX_SPAWN_DUP2, err, 2)])
+            except OSError as e:
+                failed = b"%d" % (e.errno or 0)
             else:
-                recs.append(("E %d" % (e.errno or 0)).encode())
+                status = posix.waitpid(pid, 0)[1]
+        else:
+            rp, wp = posix.pipe()
+            pid = posix.fork()
+            if pid == 0:
+                try:
+                    posix.close(rp)
+                    null = posix.open(b"/dev/null", posix.O_RDONLY)
+                    posix.dup2(null, 0)
+                    posix.dup2(out, 1)
+                    posix.dup2(err, 2)
+                    prog = args[0]
+                    code = 2
+                    for cand in [prog] if b"/" in prog else [(d or b".") + b"/" + prog
+                                                             for d in path]:
+                        try:
+                            posix.execv(cand, args)
+                        except OSError as e:
+                            if code == 2:
+                                code = e.errno
+                    posix.write(wp, b"%d" % code)
+                finally:
+                    posix._exit(127)
+            posix.close(wp)
+            failed = posix.read(rp, 64)
+            posix.close(rp)
+            status = posix.waitpid(pid, 0)[1]
+        if failed:
+            recs.append(b"N" if failed == b"2" else b"E " + failed)
+            blobs += [b"", b""]
+        else:
+            rc = posix.WEXITSTATUS(status) if posix.WIFEXITED(status) else -posix.WTERMSIG(status)
+            recs.append(b"C %d" % rc)
+            blobs += [slurp(out, 0, None), slurp(err, 0, None)]
+        posix.close(out)
+        posix.close(err)
+    for p, off, mx in reads:
+        try:
+            fd = posix.open(p.encode("utf-8", "surrogateescape"), posix.O_RDONLY)
+        except OSError as e:
+            recs.append(b"M" if e.errno in (2, 20) else b"P" if e.errno in (1, 13)
+                        else b"E %d" % e.errno)
             blobs.append(b"")
             continue
         try:
-            st = os.fstat(fd)
-            parts = []
-            if not stat.S_ISDIR(st.st_mode):
-                os.lseek(fd, off, 0)
-                want = mx
-                while want is None or want > 0:
-                    chunk = os.read(fd, 1 << 20 if want is None else min(want, 1 << 20))
-                    if not chunk:
-                        break
-                    parts.append(chunk)
-                    if want is not None:
-                        want -= len(chunk)
+            st = posix.fstat(fd)
+            isdir = st.st_mode & 0o170000 == 0o040000
+            data = b"" if isdir else slurp(fd, off, mx)
         finally:
-            os.close(fd)
+            posix.close(fd)
         sec, nsec = divmod(st.st_mtime_ns, 1000000000)
-        recs.append(("S %d %d.%09d %x %d" % (st.st_size, sec, nsec, st.st_mode, st.st_ino))
-                    .encode())
-        blobs.append(b"".join(parts))
+        recs.append(b"S %d %d.%09d %x %d" % (st.st_size, sec, nsec, st.st_mode, st.st_ino))
+        blobs.append(data)
     w = sys.stdout.buffer
-    w.write(nonce + b" BEGIN\n" + b"".join(r + b"\n" for r in recs))
-    w.write(nonce + b" SIZES\n" + b"".join(("%d\n" % len(b)).encode() for b in blobs))
-    w.write(nonce + b" DATA\n")
+    w.write(nonce.encode() + b" BEGIN\n" + b"".join(r + b"\n" for r in recs))
+    w.write(nonce.encode() + b" SIZES\n" + b"".join(b"%d\n" % len(b) for b in blobs))
+    w.write(nonce.encode() + b" DATA\n")
     for b in blobs:
         w.write(b)
-    w.write(nonce + b" END\n")
+    w.write(nonce.encode() + b" END\n")
     w.flush()
+def main():
+    # Python ignores SIGPIPE; children must not inherit that (subprocess resets it too).
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(_signal, name):
+            _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+    if sys.argv[1:] == ["serve"]:
+        sys.stdout.buffer.write(b"DDPTUI-HELPER 1\n")
+        sys.stdout.buffer.flush()
+        while True:
+            line = sys.stdin.buffer.readline()
+            if not line:
+                return
+            answer(line)
+    else:
+        answer(sys.stdin.buffer.readline())
 main()
 """
 
-_PY_LAUNCH = "exec python3 -I -S -c " + shlex.quote(PY_HELPER)
+#: The first line a persistent helper prints (anything a login shell prints before it
+#: is skipped).
+HELPER_HELLO = b"DDPTUI-HELPER 1\n"
+#: Starts the persistent helper; exits 127 at once where there is no python3.
+SERVER_LAUNCHER = (
+    "command -v python3 >/dev/null 2>&1 || exit 127; exec python3 -I -S -c "
+    + shlex.quote(PY_HELPER)
+    + " serve"
+)
+#: One-shot launchers: each reads one request (and for sh, the script) from stdin.
 LAUNCHERS: dict[str, str] = {
-    "python": _PY_LAUNCH,
+    "python": "exec python3 -I -S -c " + shlex.quote(PY_HELPER),
     "sh": "exec sh -s",
-    "auto": f"if command -v python3 >/dev/null 2>&1; then {_PY_LAUNCH}; else exec sh -s; fi",
 }
 
 
@@ -117,18 +192,25 @@ def new_nonce() -> str:
 
 
 def build_request(
-    nonce: str, commands: Sequence[Sequence[str]], reads: Sequence[tuple[str, int, int | None]]
+    nonce: str,
+    commands: Sequence[Sequence[str]],
+    reads: Sequence[tuple[str, int, int | None]],
+    *,
+    with_script: bool = True,
 ) -> bytes:
-    """The stdin of the batch command: the JSON line, then the ``sh`` script."""
+    """The request line, then (for one-shot helpers) the equivalent ``sh`` script."""
     for argv in commands:
         if not argv:
             raise ValueError("a batch command needs a non-empty argv")
     for _path, offset, max_bytes in reads:
         if offset < 0 or (max_bytes is not None and max_bytes < 0):
             raise ValueError("read offsets and sizes must not be negative")
-    request = {"n": nonce, "c": [list(a) for a in commands], "r": [list(r) for r in reads]}
-    line = "#" + json.dumps(request, separators=(",", ":")) + "\n"
-    return (line + _sh_script(nonce, commands, reads)).encode("utf-8", "surrogateescape")
+    # A Python literal (the helper eval()s it: json would cost an import); repr() escapes
+    # newlines, so it stays one line, and sh reads it as a comment.
+    request = (nonce, [[str(a) for a in argv] for argv in commands], [tuple(r) for r in reads])
+    line = "#" + repr(request) + "\n"
+    script = _sh_script(nonce, commands, reads) if with_script else ""
+    return (line + script).encode("utf-8", "surrogateescape")
 
 
 def _sh_script(
@@ -174,6 +256,38 @@ def _sh_script(
         out.append(f"cat -- {files}")
     out.append(f"printf '%s\\n' {q(nonce + ' END')}")
     return "\n".join(out) + "\n"
+
+
+class FrameReader:
+    """Finds where one framed answer ends in a growing buffer (persistent helper)."""
+
+    def __init__(self, nonce: str) -> None:
+        tag = nonce.encode("ascii")
+        self._sizes_tag = tag + b" SIZES\n"
+        self._data_tag = tag + b" DATA\n"
+        self._end_len = len(tag) + len(b" END\n")
+        self._scanned = 0
+        self._total: int | None = None
+
+    def complete(self, buf: bytes | bytearray) -> int | None:
+        """The length of the whole answer once ``buf`` holds it, else None."""
+        if self._total is None:
+            at = buf.find(self._data_tag, max(0, self._scanned - len(self._data_tag)))
+            if at < 0:
+                self._scanned = len(buf)
+                return None
+            start = buf.rfind(self._sizes_tag, 0, at)
+            if start < 0:
+                self._total = len(buf)  # malformed: let the parser say what is wrong
+            else:
+                try:
+                    sizes = [int(x) for x in bytes(buf[start + len(self._sizes_tag) : at]).split()]
+                except ValueError:
+                    sizes = []
+                    self._total = len(buf)
+                if self._total is None:
+                    self._total = at + len(self._data_tag) + sum(sizes) + self._end_len
+        return self._total if len(buf) >= self._total else None
 
 
 def _excerpt(data: bytes, limit: int = 300) -> str:

@@ -55,6 +55,9 @@ class IncrementalFile:
         self._started = False
         self._gone = False
         self._skip_first_line = False
+        #: Jump to the tail when more than 2 x tail_bytes behind (logs only: metrics must
+        #: not lose rows).
+        self.skip_behind = False
 
     @property
     def offset(self) -> int:
@@ -111,6 +114,16 @@ class IncrementalFile:
                 self._skip_first_line = True
                 self.needs_reread = True
                 return []
+        elif self.skip_behind and self.tail_bytes is not None:
+            behind = st.size - self._offset - len(result.data)
+            if behind > 2 * self.tail_bytes:
+                # A log growing faster than we follow: show its tail, say what was skipped.
+                skipped = st.size - self.tail_bytes - self._offset
+                self._offset = st.size - self.tail_bytes
+                self._pending = b""
+                self._skip_first_line = True
+                self.needs_reread = True
+                return [f"[... {skipped / 2**20:.1f} MiB not shown ...]"]
         return self._consume(result.data)
 
     def read_from(self, executor: Executor) -> list[str]:
@@ -340,3 +353,4 @@ class LogReader(IncrementalFile):
         tail_bytes: int | None = 2 * 1024 * 1024,
     ) -> None:
         super().__init__(path, max_bytes=max_bytes, tail_bytes=tail_bytes)
+        self.skip_behind = True

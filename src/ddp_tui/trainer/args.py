@@ -101,7 +101,9 @@ def _shape(text: str) -> tuple[int, ...]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected C,H,W such as 1,28,28, got {text!r}") from None
     if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
-        raise argparse.ArgumentTypeError(f"expected 1 to 3 positive sizes such as 1,28,28, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected 1 to 3 positive sizes such as 1,28,28, got {text!r}"
+        )
     return dims
 
 
@@ -119,8 +121,12 @@ def build_parser(prog: str = "ddp-train") -> argparse.ArgumentParser:
     d = TrainConfig(run_dir=Path("."))
     p.add_argument("--run-dir", type=Path, required=True, help="run directory; all outputs go here")
     g = p.add_argument_group("model and data")
-    g.add_argument("--model", default=d.model, help="mlp | simple_cnn | torchvision name | pkg.mod:fn")
-    g.add_argument("--dataset", default=d.dataset, help=" | ".join((*BUILTIN_DATASETS, "pkg.mod:fn")))
+    g.add_argument(
+        "--model", default=d.model, help="mlp | simple_cnn | torchvision name | pkg.mod:fn"
+    )
+    g.add_argument(
+        "--dataset", default=d.dataset, help=" | ".join((*BUILTIN_DATASETS, "pkg.mod:fn"))
+    )
     g.add_argument("--data-root", type=Path, default=None)
     g.add_argument("--download", action="store_true", help="download once per node first")
     g.add_argument("--target", default=None, help="target column (tabular)")
@@ -216,7 +222,9 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.dataset in ("imagefolder", "tabular") and cfg.data_root and not cfg.data_root.exists():
         raise UsageError("--data-root", f"{cfg.data_root} does not exist")
     if cfg.dataset == "synthetic" and cfg.num_classes is not None and cfg.num_classes < 2:
-        raise UsageError("--num-classes", f"must be at least 2 for classification, got {cfg.num_classes}")
+        raise UsageError(
+            "--num-classes", f"must be at least 2 for classification, got {cfg.num_classes}"
+        )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> TrainConfig:

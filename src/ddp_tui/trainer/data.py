@@ -40,7 +40,9 @@ def _class_patterns(classes: int, shape: tuple[int, ...], gen: torch.Generator) 
     if len(shape) != 3 or min(shape[1:]) <= 4:
         return torch.randn((classes, *shape), generator=gen)
     coarse = torch.randn((classes, shape[0], 4, 4), generator=gen)
-    fine = torch.nn.functional.interpolate(coarse, size=shape[1:], mode="bilinear", align_corners=False)
+    fine = torch.nn.functional.interpolate(
+        coarse, size=shape[1:], mode="bilinear", align_corners=False
+    )
     return fine / fine.std(dim=(1, 2, 3), keepdim=True)
 
 
@@ -98,7 +100,7 @@ def _downloading(world: World, cfg: TrainConfig, fetch: Any) -> Any:
             fetch(True)
         except UsageError as exc:
             error = exc.message
-        except Exception as exc:  # noqa: BLE001 - forwarded to all ranks below
+        except Exception as exc:  # forwarded to every rank below
             error = f"download failed: {type(exc).__name__}: {exc}"
     errors = [e for e in all_gather(world, error) if e]
     if errors:
@@ -120,17 +122,20 @@ def _user_dataset(cfg: TrainConfig) -> DataBundle:
     classes = result[2] if len(result) == 3 else cfg.num_classes
     try:
         x, y = train[0]
-    except Exception as exc:  # noqa: BLE001 - the user's code; report it as theirs
+    except Exception as exc:  # the user's code: report it as theirs
         raise UsageError("--dataset", f"{cfg.dataset}: reading sample 0 failed: {exc}") from exc
     x = torch.as_tensor(x)
     target = torch.as_tensor(y)
     if classes:
-        return DataBundle(train, val, CLASSIFICATION, int(classes), tuple(x.shape), 1.0, cfg.dataset)
+        return DataBundle(
+            train, val, CLASSIFICATION, int(classes), tuple(x.shape), 1.0, cfg.dataset
+        )
     if target.is_floating_point():
         return DataBundle(train, val, REGRESSION, 1, tuple(x.shape), 1.0, cfg.dataset)
     raise UsageError(
         "--num-classes",
-        f"{cfg.dataset} has integer targets; pass --num-classes or return (train, val, num_classes)",
+        f"{cfg.dataset} has integer targets; pass --num-classes or return "
+        "(train, val, num_classes)",
     )
 
 

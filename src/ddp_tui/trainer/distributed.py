@@ -5,6 +5,7 @@ Everything here is a no-op for a single process, so the training loop has one co
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from dataclasses import dataclass, field
@@ -74,10 +75,11 @@ def choose_device(env: LaunchEnv) -> torch.device:
 
 def rendezvous_hint(env: LaunchEnv, timeout_sec: float, error: BaseException) -> str:
     """The message for a failed rendezvous: where it waited, and the usual reasons."""
+    first_line = (str(error).strip().splitlines() or [""])[0]
     return (
         f"rendezvous failed: rank {env.rank} of {env.world_size} on {socket.gethostname()} waited "
         f"on {env.rendezvous} (launcher {env.launcher}, timeout {timeout_sec:g}s): "
-        f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}\n"
+        f"{type(error).__name__}: {first_line}\n"
         "Likely causes:\n"
         f"  - a rank never started or crashed early (check every task's log; are all "
         f"{env.world_size} ranks launched, e.g. by srun/torchrun on every node?);\n"
@@ -122,10 +124,9 @@ def init_world(env: LaunchEnv, backend: str, timeout_sec: float) -> World:
 def close_world(world: World) -> None:
     """Tear down the process group; never raises (it runs on the way out)."""
     if world.distributed and dist.is_initialized():
-        try:
+        # Shutting down: a failure here has nothing left to break.
+        with contextlib.suppress(Exception):
             dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - shutting down; nothing useful to do
-            pass
 
 
 def barrier(world: World) -> None:

@@ -16,7 +16,9 @@ from .data import CLASSIFICATION
 AutocastFactory = Callable[[], AbstractContextManager[Any]]
 
 
-def batch_loss(task: str, output: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+def batch_loss(
+    task: str, output: torch.Tensor, target: torch.Tensor, reduction: str = "mean"
+) -> torch.Tensor:
     """Cross-entropy for classification, mean squared error for regression (in fp32)."""
     if task == CLASSIFICATION:
         return F.cross_entropy(output.float(), target, reduction=reduction)
@@ -68,13 +70,20 @@ def evaluate_shard(
     return [float(v) for v in sums.tolist()]
 
 
-def validation_metrics(sums: list[float], task: str, target_scale: float) -> dict[str, float | None]:
+def validation_metrics(
+    sums: list[float], task: str, target_scale: float
+) -> dict[str, float | None]:
     """Global validation metrics from summed ``[loss, correct, count, |err|, err^2]``."""
     loss_sum, correct, count, abs_sum, sq_sum = sums
     if count <= 0:
         return {"val_loss": None, "val_acc": None, "val_mae": None, "val_rmse": None}
     if task == CLASSIFICATION:
-        return {"val_loss": loss_sum / count, "val_acc": correct / count, "val_mae": None, "val_rmse": None}
+        return {
+            "val_loss": loss_sum / count,
+            "val_acc": correct / count,
+            "val_mae": None,
+            "val_rmse": None,
+        }
     return {
         "val_loss": loss_sum / count,
         "val_acc": None,

@@ -20,7 +20,12 @@ from .errors import UsageError
 TORCHVISION_SETS: dict[str, tuple[str, str, tuple[float, ...], tuple[float, ...]]] = {
     "mnist": ("MNIST", "MNIST/raw", (0.1307,), (0.3081,)),
     "fashion_mnist": ("FashionMNIST", "FashionMNIST/raw", (0.2860,), (0.3530,)),
-    "cifar10": ("CIFAR10", "cifar-10-batches-py", (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "cifar10": (
+        "CIFAR10",
+        "cifar-10-batches-py",
+        (0.4914, 0.4822, 0.4465),
+        (0.2470, 0.2435, 0.2616),
+    ),
     "cifar100": (
         "CIFAR100",
         "cifar-100-python",
@@ -137,7 +142,7 @@ def image_folder(root: Path, image_size: int | None, seed: int) -> FolderData:
     val_dir = root / "val"
     if train_dir == root:
         order = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed)).tolist()
-        cut = max(1, int(round(0.9 * len(order))))
+        cut = max(1, round(0.9 * len(order)))
         return FolderData(
             Subset(train, order[:cut]), Subset(train, order[cut:]), classes, size,
             "single folder (90/10 split)",
@@ -153,7 +158,9 @@ def image_folder(root: Path, image_size: int | None, seed: int) -> FolderData:
             for path, label in val.samples:
                 name = val.classes[label]
                 if name not in train.class_to_idx:
-                    raise UsageError("--data-root", f"val class {name!r} has no folder under train/")
+                    raise UsageError(
+                        "--data-root", f"val class {name!r} has no folder under train/"
+                    )
                 val_samples.append((path, train.class_to_idx[name]))
             return FolderData(train, _Samples(val_samples, tf), classes, size, "train/val folders")
         return FolderData(train, val, classes, size, "train/val folders")

@@ -78,7 +78,10 @@ def detect(env: Mapping[str, str] | None = None) -> LaunchEnv:
         launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
         addr = env.get("MASTER_ADDR", "127.0.0.1")
         port = _int(env, "MASTER_PORT", 29500)
-    elif "SLURM_PROCID" in env and _int(env, "SLURM_STEP_NUM_TASKS", _int(env, "SLURM_NTASKS", 1)) > 1:
+    elif (
+        "SLURM_PROCID" in env
+        and _int(env, "SLURM_STEP_NUM_TASKS", _int(env, "SLURM_NTASKS", 1)) > 1
+    ):
         world = _int(env, "SLURM_STEP_NUM_TASKS", _int(env, "SLURM_NTASKS", 1))
         if "SLURM_STEP_ID" not in env:
             # The batch script itself has SLURM_NTASKS but is one process: srun was forgotten.

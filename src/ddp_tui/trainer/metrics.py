@@ -4,6 +4,7 @@ CPU utilisation from /proc, GPU utilisation from NVML (through torch), and devic
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -200,15 +201,14 @@ class GpuUtilisation:
             try:
                 torch.cuda.utilization(device)
                 self.available = True
-            except Exception:  # noqa: BLE001 - pynvml missing or NVML unusable
+            except Exception:  # pynvml missing or NVML unusable: leave the column empty
                 self.available = False
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            try:
+            # A transient NVML failure costs one sample, not the run.
+            with contextlib.suppress(Exception):
                 self._samples.append(float(torch.cuda.utilization(self._device)))
-            except Exception:  # noqa: BLE001 - a transient NVML failure loses one sample
-                pass
 
     def restart(self) -> None:
         self.stop()

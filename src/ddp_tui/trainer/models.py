@@ -116,7 +116,9 @@ def build_model(name: str, input_shape: tuple[int, ...], num_outputs: int) -> nn
             in_channels=input_shape[0] if image else None,
         )
         if not isinstance(model, nn.Module):
-            raise UsageError("--model", f"{name} returned {type(model).__name__}, not a torch Module")
+            raise UsageError(
+                "--model", f"{name} returned {type(model).__name__}, not a torch Module"
+            )
         return model
     check_model_name(name)
     if not image or input_shape[0] not in (1, 3):
@@ -158,6 +160,6 @@ def training_flops_per_sample(model: nn.Module, input_shape: tuple[int, ...]) ->
                 out = meta(x)
                 out.float().sum().backward()
         total = float(counter.get_total_flops())
-    except Exception:  # noqa: BLE001 - a best-effort estimate
+    except Exception:  # exotic layers: a best-effort estimate, MFU is then left empty
         return None
     return total / batch if total > 0 else None

@@ -39,7 +39,7 @@ def build_optimizer(
 def lr_factor(cfg: TrainConfig, steps_per_epoch: int) -> Callable[[int], float]:
     """Multiplier of the base rate at optimizer step ``s`` (0-based), for ``LambdaLR``."""
     total = max(1, cfg.epochs * steps_per_epoch)
-    warmup = int(round(cfg.warmup_epochs * steps_per_epoch))
+    warmup = round(cfg.warmup_epochs * steps_per_epoch)
 
     def factor(step: int) -> float:
         if warmup and step < warmup:

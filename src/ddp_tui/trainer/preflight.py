@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -47,7 +46,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if ns.min_bytes < 4:
         p.error(f"argument --min-bytes: must be at least 4, got {ns.min_bytes}")
     if ns.max_bytes < ns.min_bytes:
-        p.error(f"argument --max-bytes: must be at least --min-bytes ({ns.min_bytes}), got {ns.max_bytes}")
+        p.error(
+            f"argument --max-bytes: must be at least --min-bytes ({ns.min_bytes}), "
+            f"got {ns.max_bytes}"
+        )
     if ns.timeout_sec <= 0:
         p.error(f"argument --timeout-sec: must be greater than 0, got {ns.timeout_sec:g}")
     return ns
@@ -94,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from .distributed import World, all_gather, close_world, init_world
+    from .distributed import all_gather, close_world, init_world
     from .errors import RendezvousError, UsageError
     from .launch_env import detect
     from .run_info import utc_now, versions, write_json_atomic
@@ -143,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             if store is not None and store.check([key]):
                 return bytes(store.get(key)).decode()
-        except Exception:  # noqa: BLE001 - the store itself may be the problem
+        except Exception:  # the store itself may be what failed
             pass
         return "unknown host (never registered)"
 
@@ -171,7 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     code = EXIT_FAILURE
     try:
-        print(f"rank {world.rank}/{world.world_size} {world.host} {world.device} {world.backend}", flush=True)
+        print(
+            f"rank {world.rank}/{world.world_size} {world.host} {world.device} {world.backend}",
+            flush=True,
+        )
         checkpoint("start")
         pairs = all_gather(world, (world.host, world.device_name()))
         report.update(
@@ -193,7 +198,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if world.rank != 0:
                 b.zero_()
             dist.broadcast(b, src=0)
-            verify("broadcast", bool(torch.equal(b, torch.arange(1024, dtype=torch.float32, device=device))))
+            verify(
+                "broadcast",
+                bool(torch.equal(b, torch.arange(1024, dtype=torch.float32, device=device))),
+            )
             checkpoint("barrier")
             t0 = time.perf_counter()
             dist.barrier()
@@ -210,9 +218,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             error=str(exc), failed_ranks=exc.ranks, failed_hosts=[host_of(r) for r in exc.ranks]
         )
         print(f"preflight FAILED on rank {world.rank}: {exc}", file=sys.stderr, flush=True)
-    except Exception as exc:  # noqa: BLE001 - a collective died; say where we were
+    except Exception as exc:  # a collective died: record where we were
         report["error"] = f"{type(exc).__name__}: {exc}"
-        print(f"preflight FAILED on rank {world.rank} ({world.host}): {exc}", file=sys.stderr, flush=True)
+        print(
+            f"preflight FAILED on rank {world.rank} ({world.host}): {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
     finally:
         if world.is_main:
             report["finished_at"] = utc_now()
@@ -223,7 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _bandwidth(world: Any, min_bytes: int, max_bytes: int, sync: Callable[[], None]) -> list[dict[str, Any]]:
+def _bandwidth(
+    world: Any, min_bytes: int, max_bytes: int, sync: Callable[[], None]
+) -> list[dict[str, Any]]:
     """Time all_reduce per message size; times are the slowest rank's."""
     import torch
     import torch.distributed as dist

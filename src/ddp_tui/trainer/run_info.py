@@ -23,11 +23,15 @@ def versions() -> dict[str, str | None]:
     nccl: str | None = None
     if torch.cuda.is_available():
         try:
-            raw = torch.cuda.nccl.version()
+            raw = torch.cuda.nccl.version()  # type: ignore[no-untyped-call]
             nccl = ".".join(str(v) for v in raw) if isinstance(raw, tuple) else str(raw)
-        except Exception:  # noqa: BLE001 - NCCL not compiled in
+        except Exception:  # NCCL not compiled in
             nccl = None
-    return {"torch_version": torch.__version__, "cuda_version": torch.version.cuda, "nccl_version": nccl}
+    return {
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "nccl_version": nccl,
+    }
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:

@@ -98,7 +98,11 @@ def _npy_array(data: bytes, where: str) -> torch.Tensor | None:
     dtype = _NPY_DTYPES[descr[1:]]
     payload = bytearray(data[start + hlen :])
     count = math.prod(shape)
-    flat = torch.frombuffer(payload, dtype=dtype, count=count) if count else torch.empty(0, dtype=dtype)
+    flat = (
+        torch.frombuffer(payload, dtype=dtype, count=count)
+        if count
+        else torch.empty(0, dtype=dtype)
+    )
     if header.get("fortran_order"):
         array = flat.reshape(tuple(reversed(shape))).permute(*reversed(range(len(shape))))
     else:
@@ -205,11 +209,13 @@ def load_tabular(root: Path, target: str, seed: int) -> TabularData:
         )
     features = [c for c in table.columns if c != target]
     if not features:
-        raise UsageError("--data-root", f"{train_path} has no numeric feature columns besides {target}")
+        raise UsageError(
+            "--data-root", f"{train_path} has no numeric feature columns besides {target}"
+        )
     x, y = _matrix(table, target, features)
     if val_path is None:
         order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
-        cut = max(1, int(round(0.8 * len(y))))
+        cut = max(1, round(0.8 * len(y)))
         x_val, y_val = x[order[cut:]], y[order[cut:]]
         x, y = x[order[:cut]], y[order[:cut]]
     else:

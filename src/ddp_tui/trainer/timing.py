@@ -25,7 +25,7 @@ class ComputeTimer:
 
     def begin(self) -> None:
         if self._cuda:
-            event = torch.cuda.Event(enable_timing=True)
+            event = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             event.record()
             self._open = event
         else:
@@ -35,7 +35,7 @@ class ComputeTimer:
         if self._cuda:
             if self._open is None:
                 return
-            event = torch.cuda.Event(enable_timing=True)
+            event = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             event.record()
             self._pairs.append((self._open, event))
             self._open = None

@@ -73,7 +73,9 @@ def resolve_precision(requested: str, device: torch.device) -> str:
     return "off"
 
 
-def autocast_factory(precision: str, device: torch.device) -> Callable[[], AbstractContextManager[Any]]:
+def autocast_factory(
+    precision: str, device: torch.device
+) -> Callable[[], AbstractContextManager[Any]]:
     """A factory of autocast contexts for ``precision`` (a no-op context for ``off``)."""
     if precision == "off":
         return nullcontext
@@ -133,7 +135,9 @@ class Trainer:
         self.autocast = autocast_factory(self.precision, self.device)
 
         self.train_loader, self.sampler = train_loader(cfg, world, self.data.train)
-        self.val_loader = val_loader(cfg, world, self.data.val) if self.data.val is not None else None
+        self.val_loader = (
+            val_loader(cfg, world, self.data.val) if self.data.val is not None else None
+        )
         micro = math.ceil(self.sampler.full_length() / cfg.batch_size)
         if cfg.max_steps_per_epoch:
             micro = min(micro, cfg.max_steps_per_epoch * cfg.grad_accum)
@@ -237,6 +241,7 @@ class Trainer:
             "model": cfg.model,
             "dataset": cfg.dataset,
             "task": self.data.task,
+            "num_classes": self.data.num_outputs if self.data.task == CLASSIFICATION else None,
             "num_params": self.num_params,
             "epochs": cfg.epochs,
             "epochs_completed": epochs_done,
@@ -319,7 +324,9 @@ class Trainer:
             code = self._epochs(epochs_done, step)
         except BaseException as exc:
             if self.run_info is not None:
-                self.run_info.update(state="failed", error=f"{type(exc).__name__}: {exc}", finished_at=utc_now())
+                self.run_info.update(
+                    state="failed", error=f"{type(exc).__name__}: {exc}", finished_at=utc_now()
+                )
             raise
         finally:
             self.gpu.stop()
@@ -350,7 +357,11 @@ class Trainer:
             same = len(set(hashes)) == 1
             print(
                 f"weights sha256 {hashes[0][:16]}... "
-                + ("identical on all ranks" if same else "DIFFER between ranks: " + ", ".join(hashes)),
+                + (
+                    "identical on all ranks"
+                    if same
+                    else "DIFFER between ranks: " + ", ".join(hashes)
+                ),
                 flush=True,
             )
             if self.run_info is not None:
@@ -409,12 +420,14 @@ class Trainer:
                 data_time += time.perf_counter() - t0
                 timer.begin()
                 # Only the last micro-step of an accumulation group all-reduces gradients.
-                sync = self.ddp.no_sync() if self.ddp is not None and k < group - 1 else nullcontext()
+                sync = (
+                    self.ddp.no_sync() if self.ddp is not None and k < group - 1 else nullcontext()
+                )
                 with sync:
                     with self.autocast():
                         out = self.train_model(x)
                     loss = batch_loss(self.data.task, out, y)
-                    self.scaler.scale(loss / group).backward()
+                    self.scaler.scale(loss / group).backward()  # type: ignore[no-untyped-call]
                 n = y.shape[0]
                 loss_acc += loss.detach() * n
                 if classification:
@@ -450,7 +463,11 @@ class Trainer:
                     self.stop_signal = signal_name(signum)
                     return step
                 # On the last step the epoch ends normally; the epoch-end vote stops the run.
-            elif cfg.ckpt_every_steps and self.global_step % cfg.ckpt_every_steps == 0 and step < steps:
+            elif (
+                cfg.ckpt_every_steps
+                and self.global_step % cfg.ckpt_every_steps == 0
+                and step < steps
+            ):
                 self.save_checkpoint(epoch, step, snapshot())
         final = snapshot()
         self._end_epoch(epoch, final)
@@ -473,7 +490,9 @@ class Trainer:
         gpu = self.gpu.average()
         self.gpu.stop()
         peak_mib = (
-            torch.cuda.max_memory_reserved(self.device) / 2**20 if self.device.type == "cuda" else 0.0
+            torch.cuda.max_memory_reserved(self.device) / 2**20
+            if self.device.type == "cuda"
+            else 0.0
         )
         g = all_sum(
             world,
@@ -494,7 +513,9 @@ class Trainer:
             row: dict[str, Any] = {
                 "epoch": epoch + 1,
                 "train_loss": loss_sum / count if count else None,
-                "train_acc": correct / count if count and self.data.task == CLASSIFICATION else None,
+                "train_acc": correct / count
+                if count and self.data.task == CLASSIFICATION
+                else None,
                 **validation_metrics(val_sums, self.data.task, self.data.target_scale),
                 "lr": sums.lr,
                 "epoch_time_sec": sums.epoch_time + val_time,

@@ -7,13 +7,13 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from .errors import UsageError
 
 
 def load_callable(spec: str, argument: str) -> Callable[..., Any]:
-    """Import ``package.module:function``; problems become a :class:`UsageError` for ``argument``."""
+    """Import ``package.module:function``; problems become a UsageError for ``argument``."""
     module_name, _, attr = spec.partition(":")
     # `ddp-train` (a console script) does not put the working directory on sys.path; `-m` does.
     if os.getcwd() not in sys.path and "" not in sys.path:
@@ -27,7 +27,7 @@ def load_callable(spec: str, argument: str) -> Callable[..., Any]:
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise UsageError(argument, f"{module_name!r} has no function {attr!r}")
-    return fn
+    return cast("Callable[..., Any]", fn)
 
 
 def call_with_known_kwargs(fn: Callable[..., Any], **kwargs: Any) -> Any:

@@ -50,7 +50,7 @@ class StatusHeader(Static):
         self._show(getattr(self.app, "status", Status()))
 
     def _show(self, status: Status) -> None:
-        self.update(self.render_status(status, self._now()))
+        self.update(self.render_status(status, self._now()), layout=False)
 
     def _now(self) -> float:
         clock = getattr(self.app, "clock", None)

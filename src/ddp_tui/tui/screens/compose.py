@@ -376,7 +376,8 @@ class ComposeScreen(BaseScreen):
         # Typing fires a change per key; render once the user pauses.
         if self._preview_timer is not None:
             self._preview_timer.stop()
-        self._preview_timer = self.set_timer(delay, self._start_preview)
+        # (A zero-delay Textual timer divides by zero; 10 ms is "now".)
+        self._preview_timer = self.set_timer(max(delay, 0.01), self._start_preview)
 
     def _start_preview(self) -> None:
         self.update_preview(self.form_values())
@@ -431,6 +432,7 @@ class ComposeScreen(BaseScreen):
         if spec is None:
             self.show_errors(errors)
             self.focus_first_error()
+            self.schedule_preview(0.0)  # adds the partition limits of the fields that parsed
             names = ", ".join(sorted({e.field for e in errors}))
             self.notify(f"Fix these fields first: {names}", severity="error", markup=False)
             return None

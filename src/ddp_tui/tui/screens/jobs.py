@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
+from rich.cells import set_cell_size
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.reactive import var
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive, var
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Footer, Input, Static
 
-from ddp_tui.tui.formatting import duration, metric_label, number, rate, size, state_text
+from ddp_tui.remote.states import JobState
+from ddp_tui.tui.formatting import STATE_STYLES, duration, metric_label, number, rate, size
 from ddp_tui.tui.header import StatusHeader
 from ddp_tui.tui.screens.base import BaseScreen
 
@@ -71,28 +80,72 @@ def run_matches(run: RunView, needle: str) -> bool:
     return all(word in haystack for word in needle.lower().split())
 
 
-class JobsTable(DataTable[Text | str]):
-    """The runs table. :meth:`show_runs` diffs rows: unchanged cells are never touched."""
+class JobsTable(ScrollView, can_focus=True):
+    """The runs table, drawn with the line API: a paint renders only the visible rows.
+
+    :meth:`show_runs` diffs rows, so a refresh that changes a few cells costs a few
+    string comparisons plus one repaint of the visible lines, however many runs exist.
+    """
+
+    DEFAULT_CSS = """
+    JobsTable {
+        height: 1fr;
+        overflow-x: hidden;
+        background: $surface;
+    }
+    JobsTable > .jobs-table--header {
+        text-style: bold;
+        background: $panel;
+        color: $foreground;
+    }
+    JobsTable > .jobs-table--even {
+        background: $surface-lighten-1;
+    }
+    JobsTable > .jobs-table--cursor {
+        background: $panel-lighten-2;
+    }
+    JobsTable:focus > .jobs-table--cursor {
+        background: $accent 60%;
+        color: $foreground;
+    }
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "jobs-table--header",
+        "jobs-table--even",
+        "jobs-table--cursor",
+    }
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "first", "First", show=False),
+        Binding("end", "last", "Last", show=False),
+        Binding("enter", "select", "Open", show=False),
+    ]
+
+    @dataclass
+    class RowSelected(Message):
+        """Enter or a click on a row."""
+
+        table: JobsTable
+        run_id: str
+
+        @property
+        def control(self) -> JobsTable:
+            return self.table
+
+    cursor_row: reactive[int] = reactive(0, always_update=True, init=False)
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        super().__init__(id=id)
         self.order: list[str] = []
         self._rows: dict[str, Row] = {}
-        for key, label, width in COLUMNS:
-            self.add_column(label, width=width, key=key)
+        self._width = sum(width + 2 for _, _, width in COLUMNS)
 
-    @staticmethod
-    def _cells(values: Row) -> list[Text | str]:
-        cells: list[Text | str] = list(values)
-        from ddp_tui.remote.states import JobState
-
-        try:
-            cells[2] = state_text(JobState(values[2]))
-        except ValueError:
-            cells[2] = Text(values[2])
-        # Names come from users: never let them be read as markup.
-        cells[0] = Text(values[0])
-        return cells
+    # -- data -------------------------------------------------------------------
 
     @property
     def selected_run_id(self) -> str | None:
@@ -100,35 +153,127 @@ class JobsTable(DataTable[Text | str]):
             return None
         return self.order[self.cursor_row]
 
+    @property
+    def row_count(self) -> int:
+        return len(self.order)
+
+    def get_cell(self, run_id: str, column: str) -> str:
+        """The text of one cell (tests and benchmarks read the table through this)."""
+        index = next(i for i, (key, _, _) in enumerate(COLUMNS) if key == column)
+        return self._rows[run_id][index]
+
     def show_runs(self, runs: Sequence[RunView], select: str | None = None) -> int:
-        """Show ``runs`` in this order; returns the number of cells written."""
+        """Show ``runs`` in this order; returns the number of cells whose text changed."""
         order = [run.run_id for run in runs]
         values = {run.run_id: row_values(run) for run in runs}
         if order != self.order:
             keep = select or self.selected_run_id
-            self.clear()
+            old_row = self.cursor_row
             self.order = order
             self._rows = values
-            for run_id in order:
-                self.add_row(*self._cells(values[run_id]), key=run_id)
+            self.virtual_size = Size(self._width, len(order) + 1)
             if keep in values:
-                self.move_cursor(row=order.index(keep), animate=False)
+                self.move_cursor(order.index(keep))
+            else:
+                self.move_cursor(min(old_row, max(0, len(order) - 1)))
+            self.refresh()
             return len(order) * len(COLUMNS)
         written = 0
-        column_keys = [key for key, _, _ in COLUMNS]
         for run_id, new in values.items():
             old = self._rows.get(run_id)
-            if old == new:
-                continue
-            cells = self._cells(new)
-            for index, column in enumerate(column_keys):
-                if old is None or old[index] != new[index]:
-                    self.update_cell(run_id, column, cells[index])
-                    written += 1
-            self._rows[run_id] = new
+            if old != new:
+                written += sum(1 for a, b in zip(old or (), new, strict=False) if a != b) or len(
+                    new
+                )
+                self._rows[run_id] = new
         if select in values:
-            self.move_cursor(row=order.index(select), animate=False)
+            self.move_cursor(order.index(select))
+        if written:
+            self.refresh()
         return written
+
+    # -- cursor -------------------------------------------------------------------
+
+    def move_cursor(self, row: int) -> None:
+        if not self.order:
+            self.cursor_row = 0
+            return
+        self.cursor_row = max(0, min(row, len(self.order) - 1))
+        self._scroll_to_cursor()
+
+    def _scroll_to_cursor(self) -> None:
+        visible = max(1, self.scrollable_content_region.height - 1)  # minus the header line
+        top = round(self.scroll_y)
+        if self.cursor_row < top:
+            self.scroll_to(y=self.cursor_row, animate=False)
+        elif self.cursor_row >= top + visible:
+            self.scroll_to(y=self.cursor_row - visible + 1, animate=False)
+
+    def watch_cursor_row(self) -> None:
+        self.refresh()
+
+    def action_cursor(self, delta: int) -> None:
+        self.move_cursor(self.cursor_row + delta)
+
+    def action_page(self, direction: int) -> None:
+        page = max(1, self.scrollable_content_region.height - 2)
+        self.move_cursor(self.cursor_row + direction * page)
+
+    def action_first(self) -> None:
+        self.move_cursor(0)
+
+    def action_last(self) -> None:
+        self.move_cursor(len(self.order) - 1)
+
+    def action_select(self) -> None:
+        run_id = self.selected_run_id
+        if run_id is not None:
+            self.post_message(self.RowSelected(self, run_id))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y == 0:
+            return
+        row = round(self.scroll_y) + event.y - 1
+        if 0 <= row < len(self.order):
+            already = row == self.cursor_row
+            self.move_cursor(row)
+            if already or event.chain > 1:
+                self.action_select()
+
+    # -- drawing ------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        if y == 0:
+            style = base + self.get_component_rich_style("jobs-table--header")
+            return self._strip([label for _, label, _ in COLUMNS], style, None, width)
+        index = round(self.scroll_y) + y - 1
+        if not 0 <= index < len(self.order):
+            return Strip.blank(width, base)
+        values = self._rows[self.order[index]]
+        style = base
+        if index % 2:
+            style = style + self.get_component_rich_style("jobs-table--even")
+        if index == self.cursor_row:
+            style = style + self.get_component_rich_style("jobs-table--cursor")
+        return self._strip(values, style, values[2], width)
+
+    def _strip(self, cells: Sequence[str], style: Style, state: str | None, width: int) -> Strip:
+        segments: list[Segment] = []
+        for index, ((_, _, cell_width), text) in enumerate(zip(COLUMNS, cells, strict=True)):
+            cell_style = style
+            if state is not None and index == 2:
+                cell_style = style + Style.parse(_state_style(state))
+            segments.append(Segment(" " + set_cell_size(text, cell_width) + " ", cell_style))
+        return Strip(segments, self._width).crop_extend(0, width, style)
+
+
+def _state_style(state: str) -> str:
+    try:
+        return STATE_STYLES.get(JobState(state), "") or "none"
+    except ValueError:
+        return "none"
 
 
 class JobsScreen(BaseScreen):
@@ -244,10 +389,9 @@ class JobsScreen(BaseScreen):
             self.notify("No run selected.", severity="warning")
         return run_id
 
-    @on(DataTable.RowSelected, "#jobs")
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is not None:
-            self.ddp_app.open_run(str(event.row_key.value))
+    @on(JobsTable.RowSelected, "#jobs")
+    def _row_selected(self, event: JobsTable.RowSelected) -> None:
+        self.ddp_app.open_run(event.run_id)
 
     def action_open(self) -> None:
         if run_id := self._selected():

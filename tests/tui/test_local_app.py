@@ -1,0 +1,212 @@
+"""The app on the real facade and the real local scheduler (no Slurm, no fakes).
+
+The torch-marked story runs the real trainer under torchrun on the CPU; the other tests
+only need the app, the facade and run directories.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from textual.widgets import Static
+
+from ddp_tui.config import Profile
+from ddp_tui.remote.cluster import Cluster
+from ddp_tui.remote.states import JobState
+from ddp_tui.tui.app import DdpTuiApp
+from ddp_tui.tui.logview import LogPane
+from ddp_tui.tui.modals import ChecksModal, ConfirmModal
+from ddp_tui.tui.screens.compose import ComposeScreen
+from ddp_tui.tui.screens.detail import DetailScreen
+from ddp_tui.tui.screens.help import HelpScreen
+from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable
+from tests.tui.conftest import SIZE, wait_until
+from tests.tui.drive import in_states, pick, type_into, wait_run
+
+
+def local_app(tmp_path: Path) -> DdpTuiApp:
+    profile = Profile(scheduler="local", runs_root=str(tmp_path / "runs"))
+
+    def factory(prompter: object) -> Cluster:
+        return Cluster.open(
+            profile, local_state_dir=str(tmp_path / "state"), prompter=prompter
+        )
+
+    return DdpTuiApp(factory, profile=profile, refresh_interval=2)
+
+
+async def connected(pilot: object, app: DdpTuiApp) -> None:
+    await wait_until(pilot, lambda: app.snapshot is not None, "the first refresh")  # type: ignore[arg-type]
+
+
+#: (field, what a user might type, words the inline error must contain)
+BAD_INPUT: list[tuple[str, str, str]] = [
+    ("name", "my run!", "letters"),
+    ("num_classes", "many", "integer"),
+    ("synthetic_samples", "-5", "from 1"),
+    ("synthetic_val_samples", "1e3", "integer"),
+    ("synthetic_shape", "28x28", "C,H,W"),
+    ("target", "label", "tabular"),
+    ("nodes", "2", "local scheduler"),
+    ("gpus_per_node", "0", "from 1"),
+    ("account", "my account", "letters"),
+    ("qos", "a/b", "letters"),
+    ("time_limit", "2 hours", "HH:MM:SS"),
+    ("constraint", "a100 ib", "node features"),
+    ("cpus_per_task", "four", "integer"),
+    ("mem", "lots", "16G"),
+    ("epochs", "0", "from 1"),
+    ("batch_per_gpu", "1.5", "integer"),
+    ("lr", "fast", "number"),
+    ("base_batch", "x", "integer"),
+    ("warmup_epochs", "-1", "from 0"),
+    ("workers", "many", "integer"),
+    ("seed", "-3", "from 0"),
+    ("max_steps_per_epoch", "0", "from 1"),
+    ("signal_lead_sec", "soon", "integer"),
+    ("env_setup", "if then", "bash"),
+    ("python", "my python", "one program"),
+    ("extra_sbatch", "--partition=gpu", "partition"),
+    ("extra_trainer_args", "--run-dir /x", "run-dir"),
+    ("nccl_env", "NCCL_DEBUG", "NAME=value"),
+]
+
+
+async def test_bad_input_in_every_field_gives_inline_errors(tmp_path: Path) -> None:
+    app = local_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(pilot, app)
+        await pilot.press("n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
+        screen = app.screen
+        assert isinstance(screen, ComposeScreen)
+        for field, text, _ in BAD_INPUT:
+            await type_into(pilot, field, text)
+        await pick(pilot, "model", "custom", "__custom__")
+        await type_into(pilot, "model", "my model")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: len(screen.errors) >= len(BAD_INPUT), "every error")
+        await pilot.pause(0.8)  # the live preview re-validates after typing stops
+        problems = []
+        for field, text, words in [*BAD_INPUT, ("model", "my model", "pkg.module:function")]:
+            label = screen.query_one(f"#e-{field}", Static)
+            shown = str(label.render())
+            if not label.display or words.lower() not in shown.lower():
+                problems.append(f"{field}={text!r}: shown {shown!r}, want {words!r}")
+        assert not problems, "\n".join(problems)
+        assert app.screen is screen  # nothing was submitted, nothing crashed
+        assert not any((tmp_path / "runs").glob("*/spec.json"))
+
+
+async def test_header_keys_help_and_filter_on_the_local_scheduler(tmp_path: Path) -> None:
+    app = local_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(pilot, app)
+        assert app.status.location == "local scheduler"
+        assert app.status.connection == "ok"
+        assert "local" in app.status.version.lower()
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, JobsScreen)
+        await pilot.press("slash", *"nothing-matches", "enter")
+        assert app.screen.filter_text == "nothing-matches"
+        await pilot.press("escape")
+        assert app.screen.filter_text == ""
+        await pilot.press("c")  # nothing selected: a warning, no crash
+        await pilot.press("s", "escape", "f", "f")
+        assert isinstance(app.screen, JobsScreen)
+
+
+async def test_a_job_that_ends_at_once_shows_in_jobs_and_detail(tmp_path: Path) -> None:
+    """Without torch: the job's python is `true`, so it completes with no epochs."""
+    app = local_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(pilot, app)
+        await pilot.press("n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
+        await type_into(pilot, "name", "instant")
+        await type_into(pilot, "python", "true")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: isinstance(app.screen, JobsScreen), "back to Jobs")
+        run = await wait_run(pilot, "instant", in_states(JobState.COMPLETED), "completed", 60)
+        assert run.epochs_done == 0
+        table = app.screen.query_one(JobsTable)
+        assert table.selected_run_id == run.run_id
+        assert table.get_cell(run.run_id, "state") == "COMPLETED"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
+        await pilot.press("3")
+        await wait_until(pilot, lambda: bool(app.screen.checks), "the checklist")
+        assert any(check.ok is False for check in app.screen.checks)  # no epochs ran
+        await pilot.press("c")  # not running: refused with a warning
+        assert not isinstance(app.screen, ConfirmModal)
+        await pilot.press("escape")
+        await pilot.press("v")
+        await wait_until(pilot, lambda: isinstance(app.screen, ChecksModal), "verify modal")
+        await pilot.press("escape")
+        await pilot.press("e")
+        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "edit")
+        assert app.screen.form_values()["python"] == "true"
+        assert app.screen.form_values()["name"] == "instant"
+
+
+@pytest.mark.torch
+async def test_story_compose_submit_follow_cancel_retry_complete(tmp_path: Path) -> None:
+    app = local_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(pilot, app)
+        # Compose: a tiny CPU run of the real trainer, typed field by field.
+        await pilot.press("n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
+        for field, value in (
+            ("name", "story"),
+            ("synthetic_samples", "8192"),
+            ("synthetic_val_samples", "128"),
+            ("synthetic_shape", "1,8,8"),
+            ("num_classes", "4"),
+            ("cpus_per_task", "1"),
+            ("epochs", "3"),
+            ("batch_per_gpu", "8"),
+            ("workers", "0"),
+            ("python", sys.executable),
+        ):
+            await type_into(pilot, field, value)
+        await pick(pilot, "model", "mlp")
+        await pick(pilot, "schedule", "none")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: isinstance(app.screen, JobsScreen), "back to Jobs", 30)
+
+        # Jobs: the new run is listed and selected; open it.
+        run = await wait_run(pilot, "story", lambda r: r.job_id is not None, "a job id", 30)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
+        detail = app.screen
+        assert isinstance(detail, DetailScreen)
+
+        # Epochs arrive in the metrics table while it runs.
+        await wait_until(pilot, lambda: len(detail.metrics) >= 1, "the first epoch", 240)
+        pane = detail.query_one(LogPane)
+        assert len(pane.view("out").lines) + len(pane.view("err").lines) > 0
+
+        # Cancel, confirmed in the modal.
+        await pilot.press("c")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal), "the confirmation")
+        await pilot.press("y")
+        run = await wait_run(pilot, "story", in_states(JobState.CANCELLED), "cancelled", 60)
+        epochs_before = run.epochs_done
+        assert 1 <= epochs_before < 3
+
+        # Retry resumes from the checkpoint and completes.
+        await pilot.press("r")
+        run = await wait_run(pilot, "story", lambda r: len(r.attempts) == 2, "a 2nd attempt", 30)
+        run = await wait_run(
+            pilot, "story", in_states(JobState.COMPLETED, JobState.FAILED), "the end", 300
+        )
+        assert run.state is JobState.COMPLETED
+        assert run.epochs_done == 3
+        await wait_until(pilot, lambda: len(detail.metrics) == 3, "3 epochs in the table", 30)
+        await wait_until(pilot, lambda: bool(detail.checks), "the checklist", 30)
+        assert all(check.ok is not False for check in detail.checks), detail.checks

@@ -1,0 +1,115 @@
+"""The app's pure parts: polling pace, sizes, form round trip, formatting, the jobs-table diff."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+from textual.app import App, ComposeResult
+
+from ddp_tui.remote.states import JobState
+from ddp_tui.spec import ExperimentSpec, spec_from_form
+from ddp_tui.tui.formatting import describe_error, duration, number, rate
+from ddp_tui.tui.modals import parse_sizes
+from ddp_tui.tui.pacing import poll_delay
+from ddp_tui.tui.screens.compose import FIELDS, form_from_spec
+from ddp_tui.tui.screens.jobs import COLUMNS, JobsTable, row_values, run_matches
+from tests.tui.fakes import sample_runs
+
+
+def test_poll_interval_never_below_two_seconds() -> None:
+    assert poll_delay(0.1, 0, True) == 2.0
+    assert poll_delay(5, 0, True) == 5.0
+
+
+def test_poll_backs_off_on_errors_up_to_a_minute() -> None:
+    delays = [poll_delay(5, n, True) for n in range(1, 8)]
+    assert delays[:3] == [10.0, 20.0, 40.0]
+    assert delays[-1] == 60.0
+    assert delays == sorted(delays)
+
+
+def test_poll_backs_off_when_nothing_runs() -> None:
+    assert poll_delay(5, 0, False) == 15.0
+    assert poll_delay(20, 0, False) == 30.0
+    assert poll_delay(40, 0, False) == 40.0  # never faster than asked
+
+
+@pytest.mark.parametrize(
+    ("text", "sizes"), [("1,2,4,8", [1, 2, 4, 8]), (" 8, 2 ,4", [2, 4, 8]), ("3", [3])]
+)
+def test_sweep_sizes(text: str, sizes: list[int]) -> None:
+    assert parse_sizes(text) == (sizes, None)
+
+
+@pytest.mark.parametrize("text", ["", "1,,2", "a,b", "0,1", "1,1", "1.5", "-2"])
+def test_bad_sweep_sizes_say_what_is_allowed(text: str) -> None:
+    sizes, error = parse_sizes(text)
+    assert sizes == []
+    assert error is not None and error.startswith("sizes:")
+
+
+def test_form_round_trips_every_spec_field() -> None:
+    spec = ExperimentSpec(
+        name="x1", model="pkg.mod:build", dataset="tabular", data_root="/d", target="y",
+        task="regression", lr=0.01, base_batch=256, lr_scaling="linear",
+        env_setup=("module load pytorch", "source ~/venv/bin/activate"),
+        extra_sbatch=("--exclusive",), extra_trainer_args=("--compile",),
+        nccl_env=(("NCCL_SOCKET_IFNAME", "ib0"), ("NCCL_DEBUG", "INFO")), download=True,
+    )  # fmt: skip
+    form = form_from_spec(spec)
+    assert set(form) == set(FIELDS)
+    back, errors = spec_from_form(form)
+    assert errors == []
+    assert back == spec
+
+
+def test_formatting() -> None:
+    assert duration(61) == "1:01"
+    assert duration(3725) == "1:02:05"
+    assert duration(None) == "-"
+    assert rate(12345.6) == "12.3k/s"
+    assert rate(None) == "-"
+    assert number(float("nan")) == "-"
+    assert describe_error(RuntimeError("a\n  b")) == "a b"
+
+
+def test_filter_matches_name_state_and_job_id() -> None:
+    run = sample_runs()[0]
+    assert run_matches(run, "mnist")
+    assert run_matches(run, "running 1042")
+    assert not run_matches(run, "failed")
+
+
+class _TableApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield JobsTable(id="jobs")
+
+
+async def test_jobs_table_refresh_of_2000_runs_is_cheap() -> None:
+    """A refresh that changes the running rows touches only their changed cells."""
+    base = sample_runs()[0]
+    runs = [
+        replace(base, run_id=f"20231114-2215{i:04d}-r-{i:04x}", name=f"run-{i}",
+                state=JobState.RUNNING if i % 20 == 0 else JobState.COMPLETED,
+                elapsed_sec=float(i))
+        for i in range(2000)
+    ]  # fmt: skip
+    app = _TableApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.query_one(JobsTable)
+        assert table.show_runs(runs) == 2000 * len(COLUMNS)
+        await pilot.pause()
+        changed = [
+            replace(r, elapsed_sec=r.elapsed_sec + 5) if r.state is JobState.RUNNING else r
+            for r in runs
+        ]
+        start = time.perf_counter()
+        written = table.show_runs(changed)
+        table.refresh()
+        await pilot.pause()
+        elapsed = time.perf_counter() - start
+        assert written == 100  # 100 running rows x the elapsed cell
+        assert elapsed < 0.1, f"refresh took {elapsed * 1000:.0f} ms"
+        assert table.get_cell(runs[0].run_id, "elapsed") == row_values(changed[0])[4]

@@ -1,0 +1,165 @@
+"""Cluster profiles from TOML: where the file is, what it holds, and errors that point at it."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from ddp_tui import config
+from ddp_tui.config import (
+    BUILTIN_PROFILE,
+    ConfigError,
+    Profile,
+    config_path,
+    default_spec,
+    get_profile,
+    load_profiles,
+)
+from ddp_tui.spec import validate
+
+FULL = """\
+default = "hpc"
+
+[profiles.hpc]
+host = "login.hpc.example.org"
+runs_root = "/scratch/me/ddp-tui-runs"
+python = "~/venvs/torch/bin/python"
+env_setup = ["module load pytorch/2.3", "source ~/venvs/torch/bin/activate"]
+partition = "gpu"
+account = "proj123"
+qos = "normal"
+time_limit = "04:00:00"
+constraint = "a100"
+cpus_per_task = 16
+mem = "64G"
+poll_interval_sec = 10
+local_max_concurrent = 2
+scheduler = "slurm"
+
+[profiles.hpc.nccl_env]
+NCCL_SOCKET_IFNAME = "ib0"
+NCCL_DEBUG = "WARN"
+
+[profiles.laptop]
+scheduler = "local"
+poll_interval_sec = 0.5
+"""
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "config.toml"
+    monkeypatch.setenv("DDP_TUI_CONFIG", str(path))
+    return path
+
+
+def test_path_prefers_env_then_xdg_then_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DDP_TUI_CONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    assert config_path() == tmp_path / ".config" / "ddp-tui" / "config.toml"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert config_path() == tmp_path / "xdg" / "ddp-tui" / "config.toml"
+    monkeypatch.setenv("DDP_TUI_CONFIG", str(tmp_path / "elsewhere.toml"))
+    assert config_path() == tmp_path / "elsewhere.toml"
+
+
+def test_no_file_means_the_builtin_local_profile(cfg: Path) -> None:
+    assert load_profiles() == {BUILTIN_PROFILE: Profile()}
+    profile = get_profile()
+    assert profile.host is None and profile.scheduler == "auto"
+    assert profile.runs_root == "~/ddp-tui-runs" and profile.poll_interval_sec == 5
+
+
+def test_full_profile_is_read(cfg: Path) -> None:
+    cfg.write_text(FULL)
+    profiles = load_profiles()
+    assert set(profiles) == {"hpc", "laptop", BUILTIN_PROFILE}
+    hpc = get_profile()
+    assert hpc.name == "hpc" and hpc.is_remote and hpc.host == "login.hpc.example.org"
+    assert hpc.env_setup == ("module load pytorch/2.3", "source ~/venvs/torch/bin/activate")
+    assert hpc.nccl_env_dict == {"NCCL_SOCKET_IFNAME": "ib0", "NCCL_DEBUG": "WARN"}
+    assert (hpc.poll_interval_sec, hpc.local_max_concurrent, hpc.scheduler) == (10, 2, "slurm")
+    assert get_profile("laptop").poll_interval_sec == 2  # clamped: no squeue hammering
+
+
+def test_only_profile_is_the_default_and_local_stays_available(cfg: Path) -> None:
+    cfg.write_text('[profiles.one]\nhost = "h"\n')
+    assert get_profile().name == "one"
+    assert get_profile("local") == Profile()
+
+
+def test_default_spec_takes_the_profile_defaults(cfg: Path) -> None:
+    cfg.write_text(FULL)
+    spec = default_spec(get_profile("hpc"))
+    assert validate(spec) == []
+    assert (spec.partition, spec.account, spec.qos, spec.time_limit) == (
+        "gpu",
+        "proj123",
+        "normal",
+        "04:00:00",
+    )
+    assert spec.python == "~/venvs/torch/bin/python" and spec.cpus_per_task == 16
+    assert spec.nccl_env_dict["NCCL_SOCKET_IFNAME"] == "ib0" and spec.device == "cuda"
+    local = default_spec(get_profile("laptop"))
+    assert (local.device, local.backend) == ("cpu", "gloo") and validate(local) == []
+    assert default_spec(Profile(), scheduler="local").device == "cpu"
+    assert default_spec(Profile(device="cuda"), scheduler="local").device == "cuda"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key", "words"),
+    [
+        ('[profiles.a]\nhost = "x"\nhost = "y"\n', 3, "", "invalid TOML"),
+        ("[profiles.a]\nscheduler = 'pbs'\n", 2, "profiles.a.scheduler", "auto, slurm, local"),
+        ("[profiles.a]\nhost = 'h'\n\npoll_interval_sec = 'fast'\n", 4,
+         "profiles.a.poll_interval_sec", "must be a number"),  # fmt: skip
+        ("[profiles.a]\nenv_setup = 'module load x'\n", 2, "profiles.a.env_setup", "list of"),
+        ("[profiles.a]\nlocal_max_concurrent = 0\n", 2, "profiles.a.local_max_concurrent",
+         "at least 1"),  # fmt: skip
+        ("[profiles.a]\npartiton = 'gpu'\n", 2, "profiles.a.partiton", "allowed: account"),
+        ("[profiles.a]\npartition = 'gpu debug'\n", 2, "profiles.a.partition", "partition name"),
+        ("[profiles.a]\ntime_limit = '1h'\n", 2, "profiles.a.time_limit", "HH:MM:SS"),
+        ("[profiles.a]\n[profiles.a.nccl_env]\nPATH = '/x'\n", 2, "profiles.a.nccl_env",
+         "set by the job script"),  # fmt: skip
+        ("[profiles.a]\nenv_setup = ['echo \"open']\n", 2, "profiles.a.env_setup", "bash"),
+        ('default = "nope"\n[profiles.a]\n', 1, "default", "have: a, local"),
+        ("colour = 'red'\n", 1, "colour", "unknown top-level key"),
+        ("[profiles.'bad name']\n", 1, "profiles.bad name", "profile names"),
+    ],
+)
+def test_errors_name_file_line_key_and_what_is_allowed(
+    cfg: Path, text: str, line: int, key: str, words: str
+) -> None:
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_profiles()
+    e = err.value
+    assert (e.path, e.line, e.key) == (cfg, line, key)
+    assert words in e.message
+    assert str(e).startswith(f"{cfg}:{line}: ")
+
+
+def test_unknown_profile_name_lists_the_known_ones(cfg: Path) -> None:
+    cfg.write_text(FULL)
+    with pytest.raises(ConfigError, match="no profile 'hcp'; have: hpc, laptop, local"):
+        get_profile("hcp")
+
+
+def test_unreadable_and_non_utf8_files_are_config_errors(cfg: Path) -> None:
+    cfg.write_bytes(b"default = '\xff'\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_profiles()
+    cfg.unlink()
+    cfg.mkdir()
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_profiles()
+
+
+def test_every_profile_setting_is_readable_from_toml() -> None:
+    names = {f.name for f in dataclasses.fields(Profile)} - {"name"}
+    assert set(config._FIELDS) == names
