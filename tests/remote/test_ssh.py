@@ -20,11 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ddp_tui.remote.executor import Batch, ExecutorError, FileRead, LocalExecutor
+from ddp_tui.remote.executor import Batch, CommandTimeout, ExecutorError, FileRead, LocalExecutor
 from ddp_tui.remote.hostkeys import KnownHosts, fingerprint_sha256, host_key_name
 from ddp_tui.remote.ssh import (
     AuthenticationFailed,
-    CommandTimeout,
     ConnectFailed,
     ConnectionLost,
     HostKeyChanged,

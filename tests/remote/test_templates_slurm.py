@@ -79,7 +79,7 @@ def test_fitted_golden_specs_pass_sbatch_test_only(
     script.write_text(render(spec, str(tmp_path)))
     res = sbatch_test_only(slurm_cluster, script)
     assert res.returncode == 0, res.stderr
-    # "sbatch: Job 12 to start at 2025-...T... using 4 processors on nodes n[1-2] in partition debug"
+    # "sbatch: Job 12 to start at 2025-... using 4 processors on nodes n[1-2] in partition debug"
     m = re.search(r"to start at \S+ using (\d+) processors on nodes (\S+)", res.stderr)
     assert m, res.stderr
     hosts = slurm_cluster.run(["scontrol", "show", "hostnames", m.group(2)]).stdout.split()
@@ -137,7 +137,8 @@ def test_over_long_time_limit_is_refused_up_front_where_slurm_would_pend_forever
         reason = ""
         for _ in range(50):
             show = slurm_cluster.run(["scontrol", "-o", "show", "job", job_id]).stdout
-            reason = re.search(r"Reason=(\S+)", show).group(1) if "Reason=" in show else ""
+            found = re.search(r"Reason=(\S+)", show)
+            reason = found.group(1) if found else ""
             if reason == "PartitionTimeLimit":
                 break
             time.sleep(0.1)
@@ -147,22 +148,33 @@ def test_over_long_time_limit_is_refused_up_front_where_slurm_would_pend_forever
 
 
 FAKE_TRAINER = """#!/bin/bash
-# FAKE trainer (stands in for torchrun + trainer): the first attempt waits for SIGTERM, then
-# "checkpoints" and asks for a requeue like the real one (requeue.request, exit 3); the second
-# attempt finishes.
-if [ -e attempt1 ]; then echo "fake trainer: resumed and finished"; exit 0; fi
-touch attempt1
-trap 'echo "fake trainer: SIGTERM, checkpointing"; touch requeue.request; exit 3' TERM
-touch started
+# FAKE trainer (stands in for torchrun + trainer, one per srun task): the first attempt waits
+# for SIGTERM, then "checkpoints" and asks for a requeue like the real one (rank 0 writes
+# requeue.request; exit 3); the second attempt finishes.
+rank="${SLURM_PROCID:-0}"
+if [ -e "attempt1.$rank" ]; then echo "fake trainer $rank: resumed and finished"; exit 0; fi
+touch "attempt1.$rank"
+on_term() {
+    echo "fake trainer $rank: SIGTERM, checkpointing"
+    touch "term.$rank"
+    if [ "$rank" = 0 ]; then touch requeue.request; fi
+    exit 3
+}
+trap on_term TERM
+touch "started.$rank"
 while :; do sleep 0.1; done
 """
 
 
+@pytest.mark.parametrize(
+    ("nodes", "launcher"), [(1, "torchrun"), (2, "torchrun"), (2, "srun")], ids=str
+)
 def test_pre_timeout_signal_checkpoints_and_requeues_on_slurm(
-    slurm_cluster: SlurmCluster, tmp_path: Path
+    slurm_cluster: SlurmCluster, tmp_path: Path, nodes: int, launcher: str
 ) -> None:
-    """The batch shell's USR2 (what --signal=B:USR2@lead delivers) becomes SIGTERM for the
-    launcher, and the script requeues the job itself; the log keeps both attempts."""
+    """The batch shell's USR2 (what --signal=B:USR2@lead delivers) reaches every trainer
+    process as SIGTERM (never SIGKILL), and the script requeues the job itself; the log keeps
+    both attempts."""
     fake = tmp_path / "fake_trainer"
     fake.write_text(FAKE_TRAINER)
     fake.chmod(0o755)
@@ -170,6 +182,8 @@ def test_pre_timeout_signal_checkpoints_and_requeues_on_slurm(
     run_dir.mkdir()
     spec = ExperimentSpec(
         name="requeue-me",
+        nodes=nodes,
+        launcher=launcher,
         device="cpu",
         backend="gloo",
         partition=slurm_cluster.default_partition,
@@ -177,14 +191,16 @@ def test_pre_timeout_signal_checkpoints_and_requeues_on_slurm(
         cpus_per_task=1,
         python=str(fake),
     )
+    tasks = nodes  # one per node: torchrun per node, or srun with 1 process per node
     script = run_dir / "job.sbatch"
     script.write_text(render_training(spec, str(run_dir)))
     res = slurm_cluster.run(["sbatch", "--parsable", str(script)])
     assert res.returncode == 0, res.stderr
     job_id = res.stdout.strip().split(";")[0]
+    state = ""
     try:
         deadline = time.monotonic() + 60
-        while not (run_dir / "started").exists():
+        while not all((run_dir / f"started.{r}").exists() for r in range(tasks)):
             assert time.monotonic() < deadline, "the job never started"
             time.sleep(0.1)
         # What Slurm does lead seconds before the limit: USR2 to the batch shell only.
@@ -204,10 +220,11 @@ def test_pre_timeout_signal_checkpoints_and_requeues_on_slurm(
         slurm_cluster.run(["scancel", job_id])
     out = (run_dir / f"slurm-{job_id}.out").read_text(errors="replace")
     assert state == "COMPLETED", out
-    assert "fake trainer: SIGTERM, checkpointing" in out
+    for rank in range(tasks):
+        assert (run_dir / f"term.{rank}").exists(), f"rank {rank} got no SIGTERM:\n{out}"
+        assert f"fake trainer {rank}: resumed and finished" in out
     assert f"requeueing job {job_id}" in out
     assert out.count(f"[ddp-tui] training job {job_id} ") == 2, out  # --open-mode=append
-    assert "fake trainer: resumed and finished" in out
 
 
 @pytest.mark.torch

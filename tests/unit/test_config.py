@@ -116,16 +116,28 @@ def test_default_spec_takes_the_profile_defaults(cfg: Path) -> None:
     [
         ('[profiles.a]\nhost = "x"\nhost = "y"\n', 3, "", "invalid TOML"),
         ("[profiles.a]\nscheduler = 'pbs'\n", 2, "profiles.a.scheduler", "auto, slurm, local"),
-        ("[profiles.a]\nhost = 'h'\n\npoll_interval_sec = 'fast'\n", 4,
-         "profiles.a.poll_interval_sec", "must be a number"),  # fmt: skip
+        (
+            "[profiles.a]\nhost = 'h'\n\npoll_interval_sec = 'fast'\n",
+            4,
+            "profiles.a.poll_interval_sec",
+            "must be a number",
+        ),
         ("[profiles.a]\nenv_setup = 'module load x'\n", 2, "profiles.a.env_setup", "list of"),
-        ("[profiles.a]\nlocal_max_concurrent = 0\n", 2, "profiles.a.local_max_concurrent",
-         "at least 1"),  # fmt: skip
+        (
+            "[profiles.a]\nlocal_max_concurrent = 0\n",
+            2,
+            "profiles.a.local_max_concurrent",
+            "at least 1",
+        ),
         ("[profiles.a]\npartiton = 'gpu'\n", 2, "profiles.a.partiton", "allowed: account"),
         ("[profiles.a]\npartition = 'gpu debug'\n", 2, "profiles.a.partition", "partition name"),
         ("[profiles.a]\ntime_limit = '1h'\n", 2, "profiles.a.time_limit", "HH:MM:SS"),
-        ("[profiles.a]\n[profiles.a.nccl_env]\nPATH = '/x'\n", 2, "profiles.a.nccl_env",
-         "set by the job script"),  # fmt: skip
+        (
+            "[profiles.a]\n[profiles.a.nccl_env]\nPATH = '/x'\n",
+            2,
+            "profiles.a.nccl_env",
+            "set by the job script",
+        ),
         ("[profiles.a]\nenv_setup = ['echo \"open']\n", 2, "profiles.a.env_setup", "bash"),
         ('default = "nope"\n[profiles.a]\n', 1, "default", "have: a, local"),
         ("colour = 'red'\n", 1, "colour", "unknown top-level key"),

@@ -261,7 +261,7 @@ def test_parse_time_limit(text: str, minutes: int) -> None:
 
 @pytest.mark.parametrize("text", ["", "1h", "1:2:3:4", "-5", "1-", "INFINITE", "1-24", "٣"])
 def test_parse_time_limit_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match="HH:MM:SS|below|at least"):
+    with pytest.raises(ValueError, match=r"HH:MM:SS|below|at least"):
         parse_time_limit_seconds(text)
 
 
@@ -281,13 +281,11 @@ PARTS = [
         max_time_min=60,
         max_nodes=None,
         is_default=True,
-    ),  # fmt: skip
-    PartitionInfo(
-        "small", nodes=1, gpus_per_node=2, cpus_per_node=4, max_time_min=10, max_nodes=1
-    ),  # fmt: skip
+    ),
+    PartitionInfo("small", nodes=1, gpus_per_node=2, cpus_per_node=4, max_time_min=10, max_nodes=1),
     PartitionInfo(
         "cpu", nodes=8, gpus_per_node=0, cpus_per_node=32, max_time_min=None, max_nodes=4
-    ),  # fmt: skip
+    ),
 ]
 
 

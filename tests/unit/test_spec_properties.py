@@ -234,3 +234,45 @@ def test_one_wild_field_is_refused_by_name_or_renders(field: str, data: st.DataO
     named = {e.field for e in validate(spec)}
     assert named <= {field, *RELATED.get(field, ())}, named
     check_refused_or_renders(spec)
+
+
+@pytest.fixture(scope="module")
+def module_fake_bin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield make_fake_bin(tmp_path_factory.mktemp("fakes"))
+
+
+def _launched_args(job: Job) -> list[str]:
+    (argv,) = job.argv("srun") or job.argv("python")
+    module = argv.index("ddp_tui.trainer")
+    return argv[module + 1 :]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=specs(wild_max=2))
+def test_valid_specs_run_and_hand_every_value_over_intact(
+    module_fake_bin: Path, spec: ExperimentSpec
+) -> None:
+    # env_setup runs verbatim by design; the other fields must never execute anything.
+    spec = spec.replace(env_setup=())
+    if validate(spec):
+        event("refused")
+        return
+    event(f"ran nodes>1={spec.nodes > 1} launcher={spec.launcher}")
+    if spec.python not in ("python3", "~/venv/bin/python"):
+        spec = spec.replace(python="python3")  # the fake must be what runs
+    with tempfile.TemporaryDirectory() as tmp:
+        venv = Path(tmp, "venv", "bin")
+        venv.mkdir(parents=True)
+        (venv / "python").symlink_to(module_fake_bin / "python3")
+        job = Job(Path(tmp), module_fake_bin, render_training(spec, f"{tmp}/run"))
+        rc, out = job.run(DDP_TUI_SCHEDULER="local")
+        assert rc == 0, out
+        assert not list(Path(tmp).rglob("pwned")), out
+        # The job's HOME is tmp; a leading ~/ means it, as it would at a shell.
+        expected = [
+            tmp + a[1:] if a == "~" or a.startswith("~/") else a for a in trainer_args(spec)
+        ]
+        assert _launched_args(job) == ["--run-dir", f"{tmp}/run", *expected]
+        env = job.environ("srun" if spec.needs_slurm else "py")
+        for key, value in spec.nccl_env:
+            assert env[key] == value

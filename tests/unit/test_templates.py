@@ -311,7 +311,7 @@ def test_single_node_script_hands_every_value_to_the_trainer_intact(
         data_root=nasty,
         target=nasty,
         extra_trainer_args=("--note", nasty, "--glob=*"),
-        nccl_env={"GLOO_SOCKET_IFNAME": nasty},
+        nccl_env=(("GLOO_SOCKET_IFNAME", nasty),),
         env_setup=(f"export FROM_ENV_SETUP='{'$'}(touch {pwned})'",),
     )
     job = Job(tmp_path, fake_bin, render_training(spec, str(tmp_path / "run")))

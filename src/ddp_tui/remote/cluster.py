@@ -33,6 +33,7 @@ from ddp_tui.remote.runs import (
     RunStore,
 )
 from ddp_tui.remote.scheduler import (
+    AccountingUnavailable,
     JobStatus,
     PartitionInfo,
     Scheduler,
@@ -365,6 +366,9 @@ class Cluster:
                 self._connection = "ok"
             except SchedulerUnavailable as exc:
                 self._connection = "controller unreachable"
+                error = exc.message
+            except AccountingUnavailable as exc:
+                self._status.update(exc.partial)  # squeue still answered
                 error = exc.message
             except SchedulerError as exc:
                 error = exc.message

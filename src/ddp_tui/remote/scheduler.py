@@ -40,6 +40,21 @@ class JobStatus:
     partition: str = ""
 
 
+class AccountingUnavailable(SchedulerError):
+    """sacct failed while squeue worked; ``partial`` holds what squeue said."""
+
+    def __init__(
+        self,
+        message: str,
+        partial: dict[str, JobStatus],
+        *,
+        argv: Sequence[str] = (),
+        returncode: int = 1,
+    ) -> None:
+        super().__init__(message, argv=argv, returncode=returncode)
+        self.partial = partial
+
+
 @dataclass(frozen=True)
 class PartitionInfo:
     name: str

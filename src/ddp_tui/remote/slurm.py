@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ddp_tui.remote.executor import CommandResult, CommandTimeout, Executor, ExecutorError
 from ddp_tui.remote.scheduler import (
+    AccountingUnavailable,
     JobStatus,
     PartitionInfo,
     Scheduler,
@@ -133,19 +134,6 @@ class PollResult:
     warning: SchedulerError | None = None
 
 
-class AccountingUnavailable(SchedulerError):
-    """sacct failed while squeue worked; ``partial`` holds what squeue said."""
-
-    def __init__(
-        self,
-        message: str,
-        partial: dict[str, JobStatus],
-        *,
-        argv: Sequence[str] = (),
-        returncode: int = 1,
-    ) -> None:
-        super().__init__(message, argv=argv, returncode=returncode)
-        self.partial = partial
 
 
 # --------------------------------------------------------------------------- argv builders

@@ -278,11 +278,16 @@ class _BatchServer:
             self.chan.close()
 
 
+class _PromptCancelled(Exception):
+    """Raised inside paramiko's handler to abort the login without sending answers."""
+
+
 class _KeyboardInteractive:
     """paramiko's keyboard-interactive handler, answering through the prompter.
 
-    paramiko calls it on its transport thread; exceptions there would kill the transport,
-    so cancellation and prompter errors are recorded and answered with blanks.
+    paramiko calls it on its transport thread. On cancel (or a prompter error) it raises,
+    which ends the transport at once: sending blank answers instead would count as a
+    failed login on the server (and costs PAM's failure delay).
     """
 
     def __init__(self, prompter: Prompter, hop: HostConfig) -> None:
@@ -290,15 +295,10 @@ class _KeyboardInteractive:
         self.hop = hop
         self.cancelled = False
         self.error: BaseException | None = None
-        self.asked = 0
 
     def __call__(self, title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
         if not prompts:
             return []  # an informational round (PAM sends one after the password)
-        blanks = [""] * len(prompts)
-        if self.cancelled or self.error is not None:
-            return blanks
-        self.asked += 1
         try:
             answers = self.prompter.keyboard_interactive(
                 title or f"Login to {self.hop.display}",
@@ -307,10 +307,10 @@ class _KeyboardInteractive:
             )
         except Exception as exc:
             self.error = exc
-            return blanks
+            raise _PromptCancelled from exc
         if answers is None or len(answers) != len(prompts):
             self.cancelled = True
-            return blanks
+            raise _PromptCancelled
         return [str(a) for a in answers]
 
 
@@ -896,14 +896,18 @@ class SSHExecutor(Executor):
                 if "keyboard-interactive" in remaining and kbd_left > 0:
                     kbd_left -= 1
                     handler = _KeyboardInteractive(self.prompter, hop)
-                    attempt(
-                        "keyboard-interactive",
-                        functools.partial(transport.auth_interactive, user, handler),
-                    )
+                    try:
+                        attempt(
+                            "keyboard-interactive",
+                            functools.partial(transport.auth_interactive, user, handler),
+                        )
+                    except Exception:
+                        if not (handler.cancelled or handler.error):
+                            raise
                     if handler.error is not None:
                         raise handler.error
                     if handler.cancelled:
-                        raise AuthenticationFailed(f"login to {hop.display} cancelled", tried=tried)
+                        raise self._cancelled(hop, "keyboard-interactive", tried)
                     continue
                 if "password" in remaining and password_left > 0:
                     password_left -= 1
@@ -911,7 +915,7 @@ class SSHExecutor(Executor):
                         f"Password for {hop.display}", f"{hop.user}@{hop.hostname}'s password:"
                     )
                     if secret is None:
-                        raise AuthenticationFailed(f"login to {hop.display} cancelled", tried=tried)
+                        raise self._cancelled(hop, "password", tried)
                     attempt(
                         "password",
                         functools.partial(transport.auth_password, user, secret, fallback=False),

@@ -44,6 +44,8 @@ TERMINAL_STATES = frozenset(
         JobState.NODE_FAIL,
         JobState.BOOT_FAIL,
         JobState.DEADLINE,
+        # Final in Slurm: a preempted job that is requeued shows as PENDING again.
+        JobState.PREEMPTED,
     }
 )
 ACTIVE_STATES = frozenset(
@@ -53,7 +55,6 @@ ACTIVE_STATES = frozenset(
         JobState.COMPLETING,
         JobState.REQUEUED,
         JobState.SUSPENDED,
-        JobState.PREEMPTED,
     }
 )
 

@@ -1,0 +1,162 @@
+"""The trainer's parts in one process: metrics file, samplers, schedules, data readers."""
+
+from __future__ import annotations
+
+import csv
+import math
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.torch
+
+
+def test_metrics_csv_restart_keeps_only_checkpointed_epochs(tmp_path: Path) -> None:
+    from ddp_tui.trainer.metrics import COLUMNS, MetricsCsv
+
+    m = MetricsCsv(tmp_path / "metrics.csv")
+    m.prepare(0)
+    for epoch in (1, 2, 3):
+        m.append({"epoch": epoch, "train_loss": 1.0 / epoch, "world_size": 2})
+    # The checkpoint covers 2 epochs: epoch 3's row came from an attempt that was cut short.
+    m.prepare(2)
+    m.append({"epoch": 3, "train_loss": 0.25, "world_size": 2})
+    with m.path.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["epoch"] for r in rows] == ["1", "2", "3"]
+    assert rows[2]["train_loss"] == "0.25" and rows[0]["val_mae"] == ""
+    assert m.path.read_text().splitlines()[0] == ",".join(COLUMNS)
+    m.prepare(0)  # a fresh start in an old directory
+    assert m.path.read_text().splitlines() == [",".join(COLUMNS)]
+
+
+def test_validation_shards_cover_every_sample_exactly_once() -> None:
+    from ddp_tui.trainer.sampling import ShardSampler
+
+    for world in (1, 2, 3, 8):
+        seen = [i for r in range(world) for i in ShardSampler(101, r, world)]
+        assert sorted(seen) == list(range(101))
+        assert sum(len(ShardSampler(101, r, world)) for r in range(world)) == 101
+
+
+def test_resumed_sampler_continues_the_same_order() -> None:
+    from ddp_tui.trainer.sampling import ResumableDistributedSampler
+
+    data = list(range(50))
+    full = ResumableDistributedSampler(data, num_replicas=2, rank=1, seed=3)
+    full.set_epoch(4)
+    order = list(full)
+    resumed = ResumableDistributedSampler(data, num_replicas=2, rank=1, seed=3)
+    resumed.set_epoch(4)
+    resumed.skip = 10
+    assert list(resumed) == order[10:] and len(resumed) == len(order) - 10
+    full.set_epoch(5)
+    assert list(full) != order  # set_epoch reshuffles
+
+
+def test_schedules_warm_up_then_decay() -> None:
+    from ddp_tui.trainer.args import TrainConfig
+    from ddp_tui.trainer.optim import lr_factor, scaled_lr
+
+    cfg = TrainConfig(run_dir=Path("r"), epochs=10, schedule="cosine", warmup_epochs=1)
+    f = lr_factor(cfg, steps_per_epoch=10)
+    assert f(0) == pytest.approx(0.1) and f(9) == pytest.approx(1.0)
+    assert f(10) == pytest.approx(1.0) and f(99) < 0.01
+    assert f(55) == pytest.approx(0.5, abs=0.02)
+    step = lr_factor(TrainConfig(run_dir=Path("r"), schedule="step", step_size=2, gamma=0.5), 10)
+    assert [step(s) for s in (0, 19, 20, 40)] == [1.0, 1.0, 0.5, 0.25]
+    assert lr_factor(TrainConfig(run_dir=Path("r"), schedule="none"), 10)(77) == 1.0
+    linear = TrainConfig(run_dir=Path("r"), lr=0.1, lr_scaling="linear", batch_size=64)
+    assert scaled_lr(linear, world_size=8) == pytest.approx(0.1 * 64 * 8 / 256)
+
+
+def test_checkpoints_are_replaced_atomically(tmp_path: Path) -> None:
+    import torch
+
+    from ddp_tui.trainer.checkpoint import checkpoint_path, load, save_atomic
+
+    path = checkpoint_path(tmp_path)
+    save_atomic({"version": 1, "x": torch.arange(3)}, path)
+    save_atomic({"version": 1, "x": torch.arange(4)}, path)
+    assert [p.name for p in path.parent.iterdir()] == ["latest.pt"]  # no temporary left
+    state = load(path)
+    assert state is not None and torch.equal(state["x"], torch.arange(4))
+    assert load(tmp_path / "nothing.pt") is None
+
+
+def test_flops_are_counted_for_known_models() -> None:
+    from ddp_tui.trainer.models import build_model, training_flops_per_sample
+
+    flops = training_flops_per_sample(build_model("mlp", (1, 8, 8), 10), (1, 8, 8))
+    # 3 linear layers, forward 2*MACs, backward about twice that.
+    macs = 64 * 256 + 256 * 128 + 128 * 10
+    assert flops == pytest.approx(3 * 2 * macs, rel=0.05)
+
+
+def _write_npy(arr: list[list[float]] | list[float], fortran: bool = False) -> bytes:
+    import struct
+
+    rows = arr if isinstance(arr[0], list) else [arr]
+    shape = (len(rows), len(rows[0])) if isinstance(arr[0], list) else (len(arr),)
+    flat: list[float]
+    if isinstance(arr[0], list):
+        cols = list(zip(*rows, strict=True))
+        flat = [v for c in cols for v in c] if fortran else [v for r in rows for v in r]  # type: ignore[misc]
+    else:
+        flat = list(arr)  # type: ignore[arg-type]
+    header = f"{{'descr': '<f8', 'fortran_order': {fortran}, 'shape': {shape}, }}".encode()
+    header += b" " * (63 - (len(header) + 10) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + struct.pack(
+        f"<{len(flat)}d", *flat
+    )
+
+
+def test_npz_columns_are_read_without_numpy(tmp_path: Path) -> None:
+    from ddp_tui.trainer.tabular import load_tabular, read_npz
+
+    path = tmp_path / "train.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("speed.npy", _write_npy([1.0, 2.0, 3.0, 4.0, 5.0]))
+        z.writestr("X.npy", _write_npy([[1.0, 10.0], [2, 20], [3, 30], [4, 40], [5, 50]], True))
+    table = read_npz(path)
+    assert set(table.columns) == {"speed", "X[0]", "X[1]"}
+    assert table.columns["X[1]"].tolist() == [10.0, 20.0, 30.0, 40.0, 50.0]
+    data = load_tabular(path, "speed", seed=0)
+    assert len(data.train) == 4 and len(data.val) == 1
+    assert data.features == ["X[0]", "X[1]"]
+    assert data.target_std == pytest.approx(math.sqrt(sum((v - 2.5) ** 2 for v in (1, 2, 3, 4)) / 4), abs=1.0)
+
+
+def test_tabular_directory_split_and_bad_target(tmp_path: Path) -> None:
+    from ddp_tui.trainer.errors import UsageError
+    from ddp_tui.trainer.tabular import load_tabular
+
+    (tmp_path / "train.csv").write_text("id,a,b,y\nx1,1,2,3\nx2,2,,5\nx3,3,4,7\n")
+    (tmp_path / "val.csv").write_text("id,a,b,y\nv1,4,5,9\n")
+    data = load_tabular(tmp_path, "y", seed=0)
+    assert (len(data.train), len(data.val), data.features, data.dropped) == (3, 1, ["a", "b"], ["id"])
+    assert not data.train.x.isnan().any()  # the empty cell took the training mean
+    with pytest.raises(UsageError) as info:
+        load_tabular(tmp_path, "id", seed=0)
+    assert info.value.argument == "--target" and "non-numeric" in info.value.message
+
+
+def test_imagefolder_with_class_folders_in_train_and_val(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from ddp_tui.trainer.images import image_folder
+
+    for split, n in (("train", 4), ("val", 2)):
+        for c, colour in (("cat", (200, 0, 0)), ("dog", (0, 0, 200))):
+            if split == "val" and c == "cat":
+                continue  # val/ lacks a class: labels must still follow train/'s numbering
+            d = tmp_path / split / c
+            d.mkdir(parents=True)
+            for i in range(n):
+                Image.new("RGB", (10, 10), colour).save(d / f"{i}.png")
+    data = image_folder(tmp_path, image_size=8, seed=0)
+    assert data.classes == ["cat", "dog"] and data.layout == "train/val folders"
+    assert data.val is not None
+    x, y = data.val[0]
+    assert tuple(x.shape) == (3, 8, 8) and y == 1
