@@ -14,6 +14,7 @@ executor's overhead, not Slurm's) plus N file reads (a run's log tail each).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -29,9 +30,11 @@ import paramiko
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ddp_tui.remote.executor import Batch, Executor, FileRead, LocalExecutor  # noqa: E402
-from ddp_tui.remote.ssh import SSHExecutor  # noqa: E402
-from tests.fixtures.sshd import SshEnv, skip_reason, sshd_environment  # noqa: E402
+from tests.fixtures.sshd import SshEnv, skip_reason, sshd_environment
+
+from ddp_tui.remote.executor import Batch, Executor, FileRead, LocalExecutor
+from ddp_tui.remote.ssh import SSHExecutor
+from ddp_tui.remote.ssh_batch import BatchHelper
 
 SQUEUE = "".join(
     f"{1000 + i}|debug|ddp-run-{i}|ddptest|{'RUNNING' if i % 3 else 'PENDING'}|"
@@ -68,10 +71,10 @@ class ExecCounter:
             counter.count += 1
             counter._original(chan, command)
 
-        paramiko.Channel.exec_command = counting  # type: ignore[method-assign]
+        setattr(paramiko.Channel, "exec_command", counting)  # noqa: B010
 
     def restore(self) -> None:
-        paramiko.Channel.exec_command = self._original  # type: ignore[method-assign]
+        setattr(paramiko.Channel, "exec_command", self._original)  # noqa: B010
 
 
 def chown_tree(root: Path, user: str) -> None:
@@ -138,7 +141,7 @@ def bench_refresh(
                 samples[name] = []
             for _ in range(iterations):
                 for name, ex2 in executors.items():
-                    samples[name] += timed(lambda e=ex2: e.run_batch(batch), 1)
+                    samples[name] += timed(functools.partial(ex2.run_batch, batch), 1)
             for name, values in samples.items():
                 row[f"{name}_ms"] = round(statistics.median(values), 2)
             for name in ssh:
@@ -150,8 +153,9 @@ def bench_refresh(
     return rows
 
 
-def bench_follow(env: SshEnv, ex: SSHExecutor, total_mb: int) -> dict[str, Any]:
-    """A writer appends 64 KiB chunks as fast as it can; the reader follows over SFTP."""
+def bench_follow(env: SshEnv, ex: SSHExecutor, total_mb: int, poll_bytes: int) -> dict[str, Any]:
+    """A writer appends 64 KiB chunks of log lines as fast as it can; the reader follows
+    it over SFTP with ``read_range(path, offset, poll_bytes)`` until it has everything."""
     path = env.home / "follow.log"
     path.write_bytes(b"")
     shutil.chown(path, env.user, env.user)
@@ -171,7 +175,7 @@ def bench_follow(env: SshEnv, ex: SSHExecutor, total_mb: int) -> dict[str, Any]:
     start = time.perf_counter()
     thread.start()
     while offset < total:
-        data = ex.read_range(str(path), offset)
+        data = ex.read_range(str(path), offset, poll_bytes)
         offset += len(data)
         polls += 1
     elapsed = time.perf_counter() - start
@@ -179,9 +183,11 @@ def bench_follow(env: SshEnv, ex: SSHExecutor, total_mb: int) -> dict[str, Any]:
     path.unlink()
     return {
         "megabytes": total_mb,
+        "poll_bytes": poll_bytes,
         "seconds": round(elapsed, 3),
         "mb_per_s": round(total_mb / elapsed, 1),
         "polls": polls,
+        "ms_per_poll": round(elapsed * 1000 / polls, 2),
     }
 
 
@@ -199,22 +205,30 @@ def main() -> int:
         workdir = env.workdir()
         config = workdir / "config"
         config.write_text(env.host_block("bench", env.target))
-        common = {
-            "prompter": AcceptAll(),
-            "ssh_config_path": str(config),
-            "known_hosts_path": str(workdir / "known_hosts"),
-        }
+
+        def make(helper: BatchHelper) -> SSHExecutor:
+            return SSHExecutor(
+                "bench",
+                prompter=AcceptAll(),
+                ssh_config_path=str(config),
+                known_hosts_path=str(workdir / "known_hosts"),
+                batch_helper=helper,
+            )
+
         ssh = {
-            "ssh_persistent": SSHExecutor("bench", batch_helper="auto", **common),
-            "ssh_oneshot_python": SSHExecutor("bench", batch_helper="python", **common),
-            "ssh_oneshot_sh": SSHExecutor("bench", batch_helper="sh", **common),
+            "ssh_persistent": make("auto"),
+            "ssh_oneshot_python": make("python"),
+            "ssh_oneshot_sh": make("sh"),
         }
         try:
             start = time.perf_counter()
             ssh["ssh_persistent"].connect()
             connect_ms = round((time.perf_counter() - start) * 1000, 1)
             refresh = bench_refresh(env, ssh, args.iterations)
-            follow = bench_follow(env, ssh["ssh_persistent"], args.follow_mb)
+            follow = [
+                bench_follow(env, ssh["ssh_persistent"], args.follow_mb, poll)
+                for poll in (1024 * 1024, 64 * 1024)
+            ]
         finally:
             for ex in ssh.values():
                 ex.close()
@@ -242,10 +256,12 @@ def main() -> int:
             for k in ssh
         )
         print(f"{row['reads']:>4} {row['local_ms']:>5} ms {cells}")
-    print(
-        f"follow over SFTP: {follow['megabytes']} MB in {follow['seconds']} s = "
-        f"{follow['mb_per_s']} MB/s ({follow['polls']} polls)"
-    )
+    for f in follow:
+        print(
+            f"follow over SFTP, {f['poll_bytes'] // 1024} KiB per poll: {f['megabytes']} MB in "
+            f"{f['seconds']} s = {f['mb_per_s']} MB/s ({f['polls']} polls, "
+            f"{f['ms_per_poll']} ms each)"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

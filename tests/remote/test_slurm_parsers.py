@@ -277,9 +277,16 @@ def test_parse_poll_of_batched_answers() -> None:
     statuses = sched.parse_poll(ids, answers)
     assert statuses[JOBS["requeued"]].state is JobState.PENDING
     assert statuses[JOBS["failed_exit3"]].exit_code == 3
-    assert sched.poll_commands([]) == [] and sched.parse_poll([], []) == {}
+    # Nothing to poll: squeue alone, so the connection state stays true.
+    assert sched.poll_commands([]) == [slurm.squeue_argv()]
+    ok = result(cmds[0], 0, "")
+    assert sched.parse_poll([], [ok]) == {}
+    down = result(cmds[0], 1, "", "Unable to contact slurm controller (connect failure)")
+    with pytest.raises(SchedulerUnavailable):
+        sched.parse_poll([], [down])
     # Ids of another scheduler (a run first made locally) are unknown, not an error.
-    assert sched.poll_commands(["local-3"]) == [] and sched.parse_poll(["local-3"], []) == {}
+    assert sched.poll_commands(["local-3"]) == [slurm.squeue_argv()]
+    assert sched.parse_poll(["local-3"], [ok]) == {}
     assert sched.poll_commands(["5", "5", "x"])[1][-1] == "--jobs=5"
 
 

@@ -4,8 +4,10 @@ locally against LocalExecutor."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -440,6 +442,29 @@ def test_ssh_agent_keys_are_used(client: Client, monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.mark.ssh
+def test_identities_only_limits_agent_keys(client: Client) -> None:
+    env = client.env
+    with env.agent(env.key) as sock:
+        # The agent holds the right key, but IdentitiesOnly names only the wrong one.
+        client.add_hosts(
+            env.host_block("strict", env.jump, IdentityFile=str(env.wrong_key), IdentityAgent=sock)
+        )
+        with pytest.raises(AuthenticationFailed) as info:
+            client.make("strict").connect()
+        assert "agent key" not in str(info.value)
+        client.add_hosts(
+            env.host_block(
+                "loose",
+                env.jump,
+                IdentityFile=str(env.wrong_key),
+                IdentitiesOnly="no",
+                IdentityAgent=sock,
+            )
+        )
+        assert client.make("loose").run(["true"]).ok
+
+
+@pytest.mark.ssh
 def test_encrypted_key_passphrase_asked_once_even_across_reconnects(client: Client) -> None:
     env = client.env
     prompter = ScriptedPrompter(secrets=["not it", env.encrypted_passphrase])
@@ -453,6 +478,26 @@ def test_encrypted_key_passphrase_asked_once_even_across_reconnects(client: Clie
     assert ex.wait_connected(15)
     assert ex.run(["true"]).ok
     assert len([c for c in prompter.calls if c[0] == "ask_secret"]) == 2
+
+
+@pytest.mark.ssh
+def test_slow_passphrase_past_login_grace_time_still_logs_in(client: Client) -> None:
+    """sshd hangs up while the user types; the decrypted key is kept and used at once."""
+    env = client.env
+    server = env.start_server("grace", "LoginGraceTime 2")
+    env.known_hosts(client.known_hosts, (server, "main"))
+    client.add_hosts(env.host_block("grace", server, IdentityFile=str(env.encrypted_key)))
+
+    class SlowTypist(ScriptedPrompter):
+        def ask_secret(self, title: str, prompt: str) -> str | None:
+            time.sleep(3.5)
+            return super().ask_secret(title, prompt)
+
+    prompter = SlowTypist(secrets=[env.encrypted_passphrase])
+    assert client.make("grace", prompter).run(["true"]).ok
+    assert prompter.kinds() == ["ask_secret"]
+    # Two logins reached the server: the one it dropped, and the quick second one.
+    assert server.log_text().count("attempt 0 failures 0") == 2
 
 
 # ----------------------------------------------------------------------- bad input
@@ -699,8 +744,9 @@ def test_killed_connection_reconnects_and_carries_on(client: Client, alias: str)
     assert ex.wait_connected(20)
     follow_once()
     assert received == written
-    assert states[0] == "connected" and states[-1] == "connected"
-    assert "reconnecting" in states
+    assert states == ["connected", "reconnecting", "connected"]
+    ex.close()
+    assert states[-1] == "disconnected"
 
 
 def _catch(fn: Callable[..., object], *args: object) -> object:
@@ -708,6 +754,32 @@ def _catch(fn: Callable[..., object], *args: object) -> object:
         return fn(*args)
     except Exception as exc:
         return exc
+
+
+@pytest.mark.ssh
+def test_frozen_server_is_noticed_by_keepalive_probes(client: Client) -> None:
+    """A server that stops answering (no RST, as behind a dead network) is detected by
+    ServerAliveInterval x ServerAliveCountMax, and the executor reconnects."""
+    env = client.env
+    client.add_hosts(
+        env.host_block("alive", env.target, ServerAliveInterval="1", ServerAliveCountMax="2")
+    )
+    states: list[str] = []
+    ex = client.make("alive", state_callback=states.append, reconnect_delays=(0.5,))
+    ex.connect()
+    frozen = env.target.session_pids()
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        assert wait_for(lambda: "reconnecting" in states, 15)
+        assert time.monotonic() - start < 8
+        assert ex.wait_connected(15)
+        assert ex.run(["echo", "back"]).stdout == "back\n"
+    finally:
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.ssh
@@ -753,8 +825,19 @@ def test_sftp_file_operations(client: Client, tmp_path: Path) -> None:
     assert st is not None and st.size == local_st.st_size and not st.is_dir
     assert st.mtime == float(int(local_st.st_mtime))
     assert ex.stat(f"{base}/missing") is None
+    # append is O_APPEND on the server: interleaved with a local appender, nothing lost
+    ex.append(f"{base}/jobs.jsonl", b'{"job_id": "1"}\n')
+    with open(local_base / "jobs.jsonl", "ab") as fh:
+        fh.write(b'{"job_id": "local"}\n')
+    ex.append(f"{base}/jobs.jsonl", b'{"job_id": "2"}\n')
+    assert (local_base / "jobs.jsonl").read_bytes().splitlines() == [
+        b'{"job_id": "1"}',
+        b'{"job_id": "local"}',
+        b'{"job_id": "2"}',
+    ]
     ex.rename(f"{base}/a/x.json", f"{base}/a/y.json")
     assert ex.listdir(f"{base}/a") == ["b", "y.json"]
+    assert ex.listdir(base) == ["a", "jobs.jsonl"]
     big = os.urandom(5 * 1024 * 1024 + 3)
     ex.write_atomic(f"{base}/big", big)
     assert ex.read_range(f"{base}/big") == big

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 
@@ -74,3 +75,77 @@ async def wait_run(
 
 def in_states(*states: JobState) -> Callable[[RunView], bool]:
     return lambda run: run.state in states
+
+
+async def run_story(pilot: Pilot[None], app: DdpTuiApp, *, name: str, nodes: int) -> None:
+    """compose -> submit -> see it in Jobs -> open it -> epochs arrive -> cancel (confirmed)
+    -> retry -> it resumes and completes -> the checklist is green. All by keys."""
+    from ddp_tui.tui.logview import LogPane
+    from ddp_tui.tui.modals import ConfirmModal
+    from ddp_tui.tui.screens.compose import ComposeScreen
+    from ddp_tui.tui.screens.detail import DetailScreen
+    from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable
+
+    # Compose: a tiny CPU run of the real trainer, typed field by field.
+    await pilot.press("n")
+    await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
+    for field, value in (
+        ("name", name),
+        ("nodes", str(nodes)),
+        ("synthetic_samples", "8192"),
+        ("synthetic_val_samples", "128"),
+        ("synthetic_shape", "1,8,8"),
+        ("num_classes", "4"),
+        ("cpus_per_task", "1"),
+        ("epochs", "3"),
+        ("batch_per_gpu", "8"),
+        ("workers", "0"),
+        ("python", sys.executable),
+    ):
+        await type_into(pilot, field, value)
+    await pick(pilot, "model", "mlp")
+    await pick(pilot, "schedule", "none")
+    await pick(pilot, "device", "cpu")
+    await pick(pilot, "backend", "gloo")
+    await pilot.press("ctrl+s")
+    await wait_until(pilot, lambda: isinstance(app.screen, JobsScreen), "back to Jobs", 30)
+
+    # Jobs: the new run is listed and selected; open it.
+    run = await wait_run(pilot, name, lambda r: r.job_id is not None, "a job id", 30)
+    table = app.screen.query_one(JobsTable)
+    await wait_until(pilot, lambda: table.selected_run_id == run.run_id, "the cursor on it")
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
+    detail = app.screen
+    assert isinstance(detail, DetailScreen)
+
+    # Epochs arrive in the metrics table while it runs.
+    await wait_until(pilot, lambda: len(detail.metrics) >= 1, "the first epoch", 240)
+    pane = detail.query_one(LogPane)
+    await wait_until(pilot, lambda: len(pane.view("out").lines) > 0, "the .out log", 30)
+    if nodes > 1:
+        await wait_until(pilot, lambda: len(detail.run.hosts) == nodes, f"{nodes} hosts", 30)
+
+    # Cancel, confirmed in the modal.
+    await pilot.press("c")
+    await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal), "the confirmation")
+    await pilot.press("y")
+    run = await wait_run(pilot, name, in_states(JobState.CANCELLED), "cancelled", 90)
+    assert 1 <= run.epochs_done < 3
+
+    # Retry resumes from the checkpoint and completes.
+    await pilot.press("r")
+    run = await wait_run(pilot, name, lambda r: len(r.attempts) == 2, "a 2nd attempt", 30)
+    run = await wait_run(
+        pilot, name, in_states(JobState.COMPLETED, JobState.FAILED), "the end", 300
+    )
+    assert run.state is JobState.COMPLETED
+    assert run.epochs_done == 3
+    assert run.world_size == nodes
+    await wait_until(pilot, lambda: len(detail.metrics) == 3, "3 epochs in the table", 30)
+
+    def completed_checklist() -> bool:
+        return any(c.name == "job completed" and c.ok for c in detail.checks)
+
+    await wait_until(pilot, completed_checklist, "the checklist of the retry", 60)
+    assert all(check.ok is not False for check in detail.checks), detail.checks

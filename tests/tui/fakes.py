@@ -34,15 +34,27 @@ from ddp_tui.spec import ExperimentSpec, FieldError, validate, validate_for_clus
 NOW = 1_700_000_000.0
 
 PARTITIONS = [
-    PartitionInfo("debug", nodes=3, gpus_per_node=2, cpus_per_node=8, max_time_min=60,
-                  max_nodes=None, is_default=True),
-    PartitionInfo("small", nodes=1, gpus_per_node=2, cpus_per_node=8, max_time_min=10,
-                  max_nodes=1),
+    PartitionInfo(
+        "debug",
+        nodes=3,
+        gpus_per_node=2,
+        cpus_per_node=8,
+        max_time_min=60,
+        max_nodes=None,
+        is_default=True,
+    ),
+    PartitionInfo("small", nodes=1, gpus_per_node=2, cpus_per_node=8, max_time_min=10, max_nodes=1),
 ]
 
 BASE = ExperimentSpec(
-    name="cifar-resnet", model="resnet18", dataset="cifar10", partition="debug",
-    time_limit="00:30:00", epochs=10, batch_per_gpu=128, cpus_per_task=4,
+    name="cifar-resnet",
+    model="resnet18",
+    dataset="cifar10",
+    partition="debug",
+    time_limit="00:30:00",
+    epochs=10,
+    batch_per_gpu=128,
+    cpus_per_task=4,
 )
 
 
@@ -55,52 +67,97 @@ def sample_runs() -> list[RunView]:
     sweep = BASE.replace(name="sweep")
     runs = [
         RunView(
-            run_id="20231114-221500-mnist-cnn-a1b2", name="mnist-cnn",
-            run_dir="/runs/20231114-221500-mnist-cnn-a1b2", group=None,
+            run_id="20231114-221500-mnist-cnn-a1b2",
+            name="mnist-cnn",
+            run_dir="/runs/20231114-221500-mnist-cnn-a1b2",
+            group=None,
             created_at="2023-11-14T22:15:00+00:00",
-            spec=BASE.replace(name="mnist-cnn", model="simple_cnn", dataset="mnist", nodes=2,
-                              gpus_per_node=2),
-            attempts=(_attempt("1042"),), state=JobState.RUNNING, elapsed_sec=754.0,
-            epochs_done=3, epochs_total=10, last_train_loss=0.3456, last_val_metric=0.9123,
+            spec=BASE.replace(
+                name="mnist-cnn", model="simple_cnn", dataset="mnist", nodes=2, gpus_per_node=2
+            ),
+            attempts=(_attempt("1042"),),
+            state=JobState.RUNNING,
+            elapsed_sec=754.0,
+            epochs_done=3,
+            epochs_total=10,
+            last_train_loss=0.3456,
+            last_val_metric=0.9123,
             throughput=12345.6,
-            progress=Progress(epoch=4, step=120, steps_per_epoch=400, loss=0.31,
-                              samples_per_sec=12000.0),
-            hosts=("n1", "n2"), world_size=4, backend="gloo", rendezvous="n1:21042",
+            progress=Progress(
+                epoch=4, step=120, steps_per_epoch=400, loss=0.31, samples_per_sec=12000.0
+            ),
+            hosts=("n1", "n2"),
+            world_size=4,
+            backend="gloo",
+            rendezvous="n1:21042",
         ),
         RunView(
-            run_id="20231114-221000-queued-c3d4", name="queued", run_dir="/runs/q", group=None,
-            created_at="2023-11-14T22:10:00+00:00", spec=BASE.replace(name="queued", nodes=3),
-            attempts=(_attempt("1041"),), state=JobState.PENDING, reason="Resources",
+            run_id="20231114-221000-queued-c3d4",
+            name="queued",
+            run_dir="/runs/q",
+            group=None,
+            created_at="2023-11-14T22:10:00+00:00",
+            spec=BASE.replace(name="queued", nodes=3),
+            attempts=(_attempt("1041"),),
+            state=JobState.PENDING,
+            reason="Resources",
             epochs_total=10,
         ),
         RunView(
-            run_id="20231114-220500-broken-e5f6", name="broken", run_dir="/runs/b", group=None,
-            created_at="2023-11-14T22:05:00+00:00", spec=BASE.replace(name="broken"),
-            attempts=(_attempt("1039"), _attempt("1040", 2, "1039")), state=JobState.FAILED,
-            elapsed_sec=61.0, epochs_done=1, epochs_total=10, last_train_loss=2.302,
-            last_val_metric=0.1, throughput=950.0, hosts=("n1",), world_size=1,
-            backend="nccl", rendezvous="n1:21040",
+            run_id="20231114-220500-broken-e5f6",
+            name="broken",
+            run_dir="/runs/b",
+            group=None,
+            created_at="2023-11-14T22:05:00+00:00",
+            spec=BASE.replace(name="broken"),
+            attempts=(_attempt("1039"), _attempt("1040", 2, "1039")),
+            state=JobState.FAILED,
+            elapsed_sec=61.0,
+            epochs_done=1,
+            epochs_total=10,
+            last_train_loss=2.302,
+            last_val_metric=0.1,
+            throughput=950.0,
+            hosts=("n1",),
+            world_size=1,
+            backend="nccl",
+            rendezvous="n1:21040",
         ),
     ]
     for index, (nodes, gpus, thru) in enumerate(((2, 2, 3300.0), (1, 2, 1800.0), (1, 1, 1000.0))):
         runs.append(
             RunView(
-                run_id=f"20231114-2200{index}0-sweep-000{index}", name=f"sweep-{nodes}x{gpus}",
-                run_dir=f"/runs/sweep{index}", group="9f2c4e1a7b3d5f60",
+                run_id=f"20231114-2200{index}0-sweep-000{index}",
+                name=f"sweep-{nodes}x{gpus}",
+                run_dir=f"/runs/sweep{index}",
+                group="9f2c4e1a7b3d5f60",
                 created_at=f"2023-11-14T22:00:{index}0+00:00",
                 spec=sweep.replace(name=f"sweep-{nodes}x{gpus}", nodes=nodes, gpus_per_node=gpus),
-                attempts=(_attempt(f"103{index}"),), state=JobState.COMPLETED,
-                elapsed_sec=300.0 + 60 * index, epochs_done=10, epochs_total=10,
-                last_train_loss=0.05, last_val_metric=0.93, throughput=thru,
-                hosts=("n1", "n2")[:nodes], world_size=nodes * gpus, backend="gloo",
+                attempts=(_attempt(f"103{index}"),),
+                state=JobState.COMPLETED,
+                elapsed_sec=300.0 + 60 * index,
+                epochs_done=10,
+                epochs_total=10,
+                last_train_loss=0.05,
+                last_val_metric=0.93,
+                throughput=thru,
+                hosts=("n1", "n2")[:nodes],
+                world_size=nodes * gpus,
+                backend="gloo",
                 rendezvous="n1:21030",
             )
         )
     runs.append(
         RunView(
-            run_id="20231114-215000-old-cancel-0a0b", name="old-cancel", run_dir="/runs/o",
-            group=None, created_at="2023-11-14T21:50:00+00:00", spec=BASE.replace(name="old"),
-            attempts=(_attempt("1001"),), state=JobState.CANCELLED, elapsed_sec=12.0,
+            run_id="20231114-215000-old-cancel-0a0b",
+            name="old-cancel",
+            run_dir="/runs/o",
+            group=None,
+            created_at="2023-11-14T21:50:00+00:00",
+            spec=BASE.replace(name="old"),
+            attempts=(_attempt("1001"),),
+            state=JobState.CANCELLED,
+            elapsed_sec=12.0,
             epochs_total=10,
         )
     )
@@ -110,13 +167,22 @@ def sample_runs() -> list[RunView]:
 def sample_metrics(epochs: int = 3) -> list[dict[str, float | None]]:
     rows: list[dict[str, float | None]] = []
     for epoch in range(1, epochs + 1):
-        rows.append({
-            "epoch": float(epoch), "train_loss": 1.5 / epoch, "train_acc": 0.6 + 0.1 * epoch,
-            "val_loss": 1.6 / epoch, "val_acc": 0.55 + 0.12 * epoch, "val_mae": None,
-            "val_rmse": None, "lr": 0.1, "epoch_time_sec": 40.0 - epoch,
-            "throughput_samples_per_sec": 12000.0 + 100 * epoch, "gpu_mem_peak_mib": None,
-            "world_size": 4.0,
-        })
+        rows.append(
+            {
+                "epoch": float(epoch),
+                "train_loss": 1.5 / epoch,
+                "train_acc": 0.6 + 0.1 * epoch,
+                "val_loss": 1.6 / epoch,
+                "val_acc": 0.55 + 0.12 * epoch,
+                "val_mae": None,
+                "val_rmse": None,
+                "lr": 0.1,
+                "epoch_time_sec": 40.0 - epoch,
+                "throughput_samples_per_sec": 12000.0 + 100 * epoch,
+                "gpu_mem_peak_mib": None,
+                "world_size": 4.0,
+            }
+        )
     return rows
 
 
@@ -125,8 +191,13 @@ class FakeCluster:
 
     location = "Slurm on this host"
 
-    def __init__(self, runs: Sequence[RunView] | None = None, *, connection: str = "ok",
-                 error: str | None = None) -> None:
+    def __init__(
+        self,
+        runs: Sequence[RunView] | None = None,
+        *,
+        connection: str = "ok",
+        error: str | None = None,
+    ) -> None:
         self.runs = list(sample_runs() if runs is None else runs)
         self.connection = connection
         self.error = error
@@ -146,9 +217,14 @@ class FakeCluster:
         return render_training(spec, run_dir or f"/home/user/ddp-tui-runs/RUN_ID-{spec.name}")
 
     def refresh(self) -> Snapshot:
-        return Snapshot(taken_at=NOW, runs=tuple(self.runs), location=self.location,
-                        scheduler_version="slurm 22.05.8", connection=self.connection,
-                        error=self.error)
+        return Snapshot(
+            taken_at=NOW,
+            runs=tuple(self.runs),
+            location=self.location,
+            scheduler_version="slurm 22.05.8",
+            connection=self.connection,
+            error=self.error,
+        )
 
     def follow(self, run_id: str) -> RunDetail:
         if run_id in self._followed:
@@ -157,10 +233,13 @@ class FakeCluster:
         out = [f"epoch 1 step {i * 50}/400 loss {1.5 - i * 0.1:.3f}" for i in range(1, 9)]
         out += ["epoch 1 done: train_loss 1.5 val_acc 0.67", "\x1b[32mcheckpoint saved\x1b[0m"]
         return RunDetail(
-            run_id, out_lines=out, err_lines=["[W] gloo: using loopback"],
+            run_id,
+            out_lines=out,
+            err_lines=["[W] gloo: using loopback"],
             metrics=sample_metrics(),
-            progress=Progress(epoch=4, step=120, steps_per_epoch=400, loss=0.31,
-                              samples_per_sec=12000.0),
+            progress=Progress(
+                epoch=4, step=120, steps_per_epoch=400, loss=0.31, samples_per_sec=12000.0
+            ),
             run_json={"hosts": ["n1", "n2"], "world_size": 4, "backend": "gloo"},
         )
 
@@ -169,13 +248,20 @@ class FakeCluster:
         if errors:
             raise ValidationFailed(errors)
         self.calls.append(("submit", spec))
-        run = replace(self.runs[0], run_id="20231114-223000-new-ffff", name=spec.name, spec=spec,
-                      state=JobState.PENDING, attempts=(_attempt("1050"),))
+        run = replace(
+            self.runs[0],
+            run_id="20231114-223000-new-ffff",
+            name=spec.name,
+            spec=spec,
+            state=JobState.PENDING,
+            attempts=(_attempt("1050"),),
+        )
         self.runs.insert(0, run)
         return run
 
-    def submit_sweep(self, spec: ExperimentSpec, sizes: Sequence[int], *,
-                     dimension: str = "gpus") -> list[RunView]:
+    def submit_sweep(
+        self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"
+    ) -> list[RunView]:
         self.calls.append(("sweep", (spec, list(sizes), dimension)))
         return [self.submit(spec)]
 
@@ -185,8 +271,9 @@ class FakeCluster:
 
     def cancel(self, run_id: str) -> None:
         self.calls.append(("cancel", run_id))
-        self.runs = [replace(r, state=JobState.CANCELLED) if r.run_id == run_id else r
-                     for r in self.runs]
+        self.runs = [
+            replace(r, state=JobState.CANCELLED) if r.run_id == run_id else r for r in self.runs
+        ]
 
     def retry(self, run_id: str) -> RunView:
         self.calls.append(("retry", run_id))
@@ -203,11 +290,17 @@ class FakeCluster:
     def compare(self, group: str) -> pd.DataFrame:
         frame = pd.DataFrame(
             {
-                "run_id": ["a", "b", "c"], "nodes": [1, 1, 2], "gpus_per_node": [1, 2, 2],
-                "world_size": [1, 2, 4], "global_batch": [128, 256, 512],
-                "throughput": [1000.0, 1800.0, 3300.0], "epoch_time": [50.0, 27.8, 15.2],
-                "speedup": [1.0, 1.8, 3.3], "ideal_speedup": [1.0, 2.0, 4.0],
-                "efficiency": [1.0, 0.9, 0.825], "final_val_metric": [0.93, 0.931, 0.929],
+                "run_id": ["a", "b", "c"],
+                "nodes": [1, 1, 2],
+                "gpus_per_node": [1, 2, 2],
+                "world_size": [1, 2, 4],
+                "global_batch": [128, 256, 512],
+                "throughput": [1000.0, 1800.0, 3300.0],
+                "epoch_time": [50.0, 27.8, 15.2],
+                "speedup": [1.0, 1.8, 3.3],
+                "ideal_speedup": [1.0, 2.0, 4.0],
+                "efficiency": [1.0, 0.9, 0.825],
+                "final_val_metric": [0.93, 0.931, 0.929],
                 "peak_mem_mib": [None, None, None],
             }
         ).set_index("run_id")
@@ -217,8 +310,10 @@ class FakeCluster:
         return frame
 
     def export_comparison(self, group: str) -> list[str]:
-        return [f"/runs/comparisons/{group}/comparison.md",
-                f"/runs/comparisons/{group}/comparison.csv"]
+        return [
+            f"/runs/comparisons/{group}/comparison.md",
+            f"/runs/comparisons/{group}/comparison.csv",
+        ]
 
     def close(self) -> None:
         self.calls.append(("close", None))

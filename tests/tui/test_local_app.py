@@ -6,7 +6,6 @@ only need the app, the facade and run directories.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,23 +15,20 @@ from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
 from ddp_tui.tui.app import DdpTuiApp
-from ddp_tui.tui.logview import LogPane
 from ddp_tui.tui.modals import ChecksModal, ConfirmModal
 from ddp_tui.tui.screens.compose import ComposeScreen
 from ddp_tui.tui.screens.detail import DetailScreen
 from ddp_tui.tui.screens.help import HelpScreen
 from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable
 from tests.tui.conftest import SIZE, wait_until
-from tests.tui.drive import in_states, pick, type_into, wait_run
+from tests.tui.drive import in_states, pick, run_story, type_into, wait_run
 
 
 def local_app(tmp_path: Path) -> DdpTuiApp:
     profile = Profile(scheduler="local", runs_root=str(tmp_path / "runs"))
 
     def factory(prompter: object) -> Cluster:
-        return Cluster.open(
-            profile, local_state_dir=str(tmp_path / "state"), prompter=prompter
-        )
+        return Cluster.open(profile, local_state_dir=str(tmp_path / "state"), prompter=prompter)
 
     return DdpTuiApp(factory, profile=profile, refresh_interval=2)
 
@@ -158,55 +154,4 @@ async def test_story_compose_submit_follow_cancel_retry_complete(tmp_path: Path)
     app = local_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await connected(pilot, app)
-        # Compose: a tiny CPU run of the real trainer, typed field by field.
-        await pilot.press("n")
-        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
-        for field, value in (
-            ("name", "story"),
-            ("synthetic_samples", "8192"),
-            ("synthetic_val_samples", "128"),
-            ("synthetic_shape", "1,8,8"),
-            ("num_classes", "4"),
-            ("cpus_per_task", "1"),
-            ("epochs", "3"),
-            ("batch_per_gpu", "8"),
-            ("workers", "0"),
-            ("python", sys.executable),
-        ):
-            await type_into(pilot, field, value)
-        await pick(pilot, "model", "mlp")
-        await pick(pilot, "schedule", "none")
-        await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: isinstance(app.screen, JobsScreen), "back to Jobs", 30)
-
-        # Jobs: the new run is listed and selected; open it.
-        run = await wait_run(pilot, "story", lambda r: r.job_id is not None, "a job id", 30)
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
-        detail = app.screen
-        assert isinstance(detail, DetailScreen)
-
-        # Epochs arrive in the metrics table while it runs.
-        await wait_until(pilot, lambda: len(detail.metrics) >= 1, "the first epoch", 240)
-        pane = detail.query_one(LogPane)
-        assert len(pane.view("out").lines) + len(pane.view("err").lines) > 0
-
-        # Cancel, confirmed in the modal.
-        await pilot.press("c")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal), "the confirmation")
-        await pilot.press("y")
-        run = await wait_run(pilot, "story", in_states(JobState.CANCELLED), "cancelled", 60)
-        epochs_before = run.epochs_done
-        assert 1 <= epochs_before < 3
-
-        # Retry resumes from the checkpoint and completes.
-        await pilot.press("r")
-        run = await wait_run(pilot, "story", lambda r: len(r.attempts) == 2, "a 2nd attempt", 30)
-        run = await wait_run(
-            pilot, "story", in_states(JobState.COMPLETED, JobState.FAILED), "the end", 300
-        )
-        assert run.state is JobState.COMPLETED
-        assert run.epochs_done == 3
-        await wait_until(pilot, lambda: len(detail.metrics) == 3, "3 epochs in the table", 30)
-        await wait_until(pilot, lambda: bool(detail.checks), "the checklist", 30)
-        assert all(check.ok is not False for check in detail.checks), detail.checks
+        await run_story(pilot, app, name="story", nodes=1)

@@ -344,8 +344,7 @@ class Cluster:
             for info in infos
             if (job_id := _latest_job_id(info)) and not self._is_final(info)
         ]
-        commands = self.scheduler.poll_commands(polled) if polled else []
-        batch = Batch(commands=list(commands))
+        batch = Batch(commands=list(self.scheduler.poll_commands(polled)))
         readers = self._table_requests(infos, polled)
         batch.reads = [r.request() for r in readers]
         try:
@@ -357,23 +356,21 @@ class Cluster:
         if result is not None:
             for reader, res in zip(readers, result.reads, strict=True):
                 reader.feed(res)
-        if polled:
-            try:
-                statuses = self.scheduler.parse_poll(
-                    polled, result.commands if result is not None else []
-                )
-                self._status.update(statuses)
-                self._connection = "ok"
-            except SchedulerUnavailable as exc:
-                self._connection = "controller unreachable"
-                error = exc.message
-            except AccountingUnavailable as exc:
-                self._status.update(exc.partial)  # squeue still answered
-                error = exc.message
-            except SchedulerError as exc:
-                error = exc.message
-        else:
+        try:
+            statuses = self.scheduler.parse_poll(
+                polled, result.commands if result is not None else []
+            )
+            self._status.update(statuses)
             self._connection = "ok"
+        except SchedulerUnavailable as exc:
+            self._connection = "controller unreachable"
+            error = exc.message
+        except AccountingUnavailable as exc:
+            self._status.update(exc.partial)  # squeue still answered
+            self._connection = "ok"
+            error = exc.message
+        except SchedulerError as exc:
+            error = exc.message
         self._infos = infos
         views = tuple(self._view(info) for info in reversed(infos))
         self._views = views

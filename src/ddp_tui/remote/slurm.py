@@ -552,9 +552,13 @@ class SlurmScheduler(Scheduler):
         return parse_sbatch(res.stdout)[0]
 
     def poll_commands(self, job_ids: Sequence[str]) -> list[list[str]]:
-        """squeue, and one sacct for every id (sacct answers for running jobs too)."""
+        """squeue, and one sacct for every id (sacct answers for running jobs too).
+
+        With no ids, squeue alone: the header's connection state stays true when
+        nothing of ours is running.
+        """
         ids = _slurm_ids(job_ids)
-        return [squeue_argv(), sacct_argv(ids)] if ids else []
+        return [squeue_argv(), sacct_argv(ids)] if ids else [squeue_argv()]
 
     def parse_poll(
         self, job_ids: Sequence[str], results: Sequence[CommandResult]
@@ -565,10 +569,12 @@ class SlurmScheduler(Scheduler):
         only sacct failed.
         """
         job_ids = _slurm_ids(job_ids)
-        if not job_ids:
-            return {}
         if not results:
             raise SchedulerError("no answer to squeue", argv=squeue_argv())
+        if not job_ids:
+            if not results[0].ok:
+                raise error_of(results[0], "squeue")
+            return {}
         result = poll_from_results(job_ids, results[0], results[1] if len(results) > 1 else None)
         return self._finish(result)
 

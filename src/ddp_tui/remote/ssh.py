@@ -450,9 +450,12 @@ class SSHExecutor(Executor):
 
     def _install(self, conn: _Connection) -> None:
         with self._lock:
-            if self._closed:
-                conn.close()
-                raise ExecutorError(f"the connection to {self.description} was closed")
+            current = self._conn
+            if self._closed or (current is not None and current.transport.is_active()):
+                conn.close()  # closed meanwhile, or another thread connected first
+                if self._closed:
+                    raise ExecutorError(f"the connection to {self.description} was closed")
+                return
             self._conn = conn
             self._state = CONNECTED
             self._fatal = None
@@ -493,15 +496,15 @@ class SSHExecutor(Executor):
             self._last_error = ExecutorError(reason)
             self._state = RECONNECTING if self._reconnect_enabled else DISCONNECTED
             state = self._state
-            if self._reconnect_enabled:
-                thread = threading.Thread(
-                    target=self._reconnect_loop, name="ssh-reconnect", daemon=True
-                )
-                self._reconnect_thread = thread
-                thread.start()
         _log.info("connection to %s lost: %s", self.description, reason)
+        self._emit(state)  # before the reconnect thread can report "connected"
         conn.close()
-        self._emit(state)
+        if state == RECONNECTING:
+            thread = threading.Thread(
+                target=self._reconnect_loop, name="ssh-reconnect", daemon=True
+            )
+            self._reconnect_thread = thread
+            thread.start()
 
     def _reconnect_loop(self) -> None:
         attempt = 0
@@ -511,7 +514,13 @@ class SSHExecutor(Executor):
                 return
             attempt += 1
             try:
-                conn = self._open_connection()
+                # The same lock as connect()/reconnect(): never two logins (or prompts) at once.
+                with self._connect_lock:
+                    if self.connected or self._closed:
+                        return
+                    conn = self._open_connection()
+                    self._install(conn)
+                return
             except (HostKeyError, AuthenticationFailed, SSHConfigError) as exc:
                 # Retrying cannot fix these, and retrying auth could lock the account.
                 with self._lock:
@@ -523,14 +532,10 @@ class SSHExecutor(Executor):
                 return
             except Exception as exc:
                 with self._lock:
+                    if self._closed:
+                        return
                     self._last_error = exc
                 _log.info("reconnect attempt %d to %s failed: %s", attempt, self.description, exc)
-                continue
-            try:
-                self._install(conn)
-            except ExecutorError:
-                return
-            return
 
     def _monitor(self, conn: _Connection) -> None:
         """Notice a dead connection while idle, for the header; probe every keepalive."""
@@ -571,6 +576,17 @@ class SSHExecutor(Executor):
     # ------------------------------------------------------------ connecting
 
     def _open_connection(self) -> _Connection:
+        keys_before = len(self._key_cache)
+        try:
+            return self._open_connection_once()
+        except AuthenticationFailed as exc:
+            # The server gave up while the user was typing a passphrase; the key is now
+            # decrypted, so a second login needs no prompt and is quick.
+            if exc.server_closed and len(self._key_cache) > keys_before:
+                return self._open_connection_once()
+            raise
+
+    def _open_connection_once(self) -> _Connection:
         config = SSHConfigFile(self._config_path)
         hops = config.hop_chain(self.destination)
         transports: list[paramiko.Transport] = []
@@ -604,7 +620,9 @@ class SSHExecutor(Executor):
                 with conn.sftp_lock:
                     self._home = conn.sftp(self._sftp_timeout).normalize(".")
             except Exception as exc:  # SFTP may be disabled; commands still work
-                self.warnings.append(f"SFTP is not available on {self.description}: {exc}")
+                warning = f"SFTP is not available on {self.description}: {exc}"
+                if warning not in self.warnings:
+                    self.warnings.append(warning)
         return conn
 
     def _tcp_connect(self, hop: HostConfig, timeout: float) -> object:
@@ -942,11 +960,17 @@ class SSHExecutor(Executor):
     ) -> AuthenticationFailed:
         methods = ", ".join(allowed) or "none"
         attempts = "; ".join(tried) or "nothing (no usable key, and no prompt was possible)"
-        extra = " The server closed the connection (too many failed attempts?)." if closed else ""
+        extra = (
+            " The server closed the connection (too many failed attempts, or the login took "
+            "longer than its LoginGraceTime)."
+            if closed
+            else ""
+        )
         return AuthenticationFailed(
             f"permission denied for {hop.display} (the server accepts: {methods}). "
             f"Tried: {attempts}.{extra}",
             tried=tried,
+            server_closed=closed,
         )
 
     # -------------------------------------------------------------- commands
@@ -1227,6 +1251,17 @@ class SSHExecutor(Executor):
                 raise
 
         self._sftp_call(f"writing {remote}", call)
+
+    def append(self, path: str, data: bytes) -> None:
+        """Append with O_APPEND on the server (SFTP's append flag), so a small record
+        such as a jobs.jsonl line is never lost or interleaved by a concurrent writer."""
+        remote = self._expand(path)
+
+        def call(sftp: paramiko.SFTPClient) -> None:
+            with sftp.open(remote, "ab") as fh:
+                fh.write(data)
+
+        self._sftp_call(f"appending to {remote}", call)
 
     def makedirs(self, path: str) -> None:
         remote = self._expand(path)

@@ -108,9 +108,13 @@ class HostKeyChanged(HostKeyError):
 class AuthenticationFailed(SSHError):
     """No authentication method was accepted (or the user cancelled)."""
 
-    def __init__(self, message: str, *, tried: list[str] | None = None) -> None:
+    def __init__(
+        self, message: str, *, tried: list[str] | None = None, server_closed: bool = False
+    ) -> None:
         super().__init__(message)
         self.tried = list(tried or [])
+        #: The server hung up during authentication (too many tries, or LoginGraceTime).
+        self.server_closed = server_closed
 
 
 class ConnectionLost(SSHError):

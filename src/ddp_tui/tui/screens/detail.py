@@ -148,7 +148,7 @@ class DetailScreen(BaseScreen):
         self.checks: list[Check] = []
         self.accounting: str | None = None
         self.follow_error: str | None = None
-        self._verified_terminal = False
+        self._verified_job: str | None = None  # the attempt whose end was verified
 
     def compose(self) -> ComposeResult:
         yield StatusHeader("Run")
@@ -190,8 +190,10 @@ class DetailScreen(BaseScreen):
         if self.run is not None and self.run.progress is not None and self.progress is None:
             self.progress = self.run.progress
         self._draw_summary()
-        if self.run is not None and self.run.state.is_terminal and not self._verified_terminal:
-            self._verified_terminal = True
+        run = self.run
+        if run is not None and run.state.is_terminal and run.job_id != self._verified_job:
+            # Each attempt is verified once it has ended (a retry gets its own checklist).
+            self._verified_job = run.job_id
             self.ddp_app.verify_run(self.run_id, show=False)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="follow", description="Follow")

@@ -1,0 +1,252 @@
+"""Throughput of the ddp-tui trainer against a minimal plain DDP loop, side by side.
+
+CPU mode (default): 2 gloo processes, ``simple_cnn`` on synthetic 1x28x28 data, fp32 on both
+sides. The trainer's instrumentation (metrics, progress, stop votes, checkpoints) must cost under
+3%: target ratio >= 0.97.
+
+GPU mode (``--gpu``): ResNet-50 on synthetic 3x224x224 images on every visible GPU (nccl); the
+trainer with its defaults (bf16 autocast, channels_last) against the plain loop with fp16
+autocast and a GradScaler. Target ratio >= 1.3; reports images/s and MFU (24.6 GFLOP per
+training image against a dense bf16 peak of 989 TFLOP/s per H100/H200).
+
+Both sides run under real torchrun, with the same model, data class, batch size, data-loader
+workers and process count; runs alternate (trainer, plain, trainer, ...) and the first epoch of
+each run is dropped as warm-up. Each side's samples/s is global: samples over all ranks divided
+by the slowest rank's training-loop time.
+
+    python benchmarks/bench_trainer.py            # CPU
+    python benchmarks/bench_trainer.py --gpu      # GPU machine
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+RESNET50_TRAIN_FLOPS = 24.6e9  # per image, forward + backward
+PEAK_FLOPS = 989e12  # dense bf16, H100/H200 SXM
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _torchrun(nproc: int, target: list[str]) -> list[str]:
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        "--nproc-per-node", str(nproc), *target,
+    ]  # fmt: skip
+
+
+def _check(proc: subprocess.CompletedProcess[str], what: str) -> None:
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+        raise SystemExit(f"{what} failed with exit code {proc.returncode}")
+
+
+def run_trainer(cfg: argparse.Namespace, workdir: Path, index: int) -> list[float]:
+    """One trainer run; global samples/s per epoch, from its own metrics.csv."""
+    run_dir = workdir / f"trainer-{index}"
+    args = [
+        "-m", "ddp_tui.trainer", "--run-dir", str(run_dir),
+        "--model", cfg.model, "--synthetic-samples", str(cfg.samples),
+        "--synthetic-val-samples", str(cfg.val_samples), "--synthetic-shape", cfg.shape,
+        "--num-classes", str(cfg.classes), "--batch-size", str(cfg.batch_size),
+        "--epochs", str(cfg.epochs), "--lr", str(cfg.lr), "--seed", "0",
+        "--workers", str(cfg.workers), "--backend", cfg.backend,
+    ]  # fmt: skip
+    if cfg.max_steps:
+        args += ["--max-steps-per-epoch", str(cfg.max_steps)]
+    if not cfg.gpu:
+        args += ["--precision", "off", "--no-channels-last"]
+    proc = subprocess.run(
+        _torchrun(cfg.nproc, args), env=_env(), capture_output=True, text=True, check=False
+    )
+    _check(proc, "trainer run")
+    with (run_dir / "metrics.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return [float(r["throughput_samples_per_sec"]) for r in rows]
+
+
+def run_plain(cfg: argparse.Namespace, workdir: Path, index: int) -> list[float]:
+    """One plain-loop run (this file as a torchrun worker); global samples/s per epoch."""
+    out = workdir / f"plain-{index}.json"
+    args = [
+        str(Path(__file__).resolve()), "--plain-worker", "--out", str(out),
+        "--model", cfg.model, "--samples", str(cfg.samples), "--shape", cfg.shape,
+        "--classes", str(cfg.classes), "--batch-size", str(cfg.batch_size),
+        "--epochs", str(cfg.epochs), "--lr", str(cfg.lr), "--workers", str(cfg.workers),
+        "--backend", cfg.backend, "--max-steps", str(cfg.max_steps),
+    ]  # fmt: skip
+    if cfg.gpu:
+        args.append("--gpu")
+    proc = subprocess.run(
+        _torchrun(cfg.nproc, args), env=_env(), capture_output=True, text=True, check=False
+    )
+    _check(proc, "plain loop run")
+    rates: list[float] = json.loads(out.read_text())["samples_per_sec"]
+    return rates
+
+
+def plain_worker(cfg: argparse.Namespace) -> None:
+    """The plain loop, PyTorch DDP-tutorial style, run by each torchrun worker."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    from ddp_tui.trainer.data import SyntheticClassification
+    from ddp_tui.trainer.models import build_model
+
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if cfg.gpu:
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+        torch.backends.cudnn.benchmark = True
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(cfg.backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    shape = tuple(int(v) for v in cfg.shape.split(","))
+    torch.manual_seed(0)
+    model = build_model(cfg.model, shape, cfg.classes).to(device)
+    ddp = DDP(model, device_ids=[local_rank] if cfg.gpu else None)
+    data = SyntheticClassification(cfg.samples, shape, cfg.classes, seed=0, split=0)
+    sampler = DistributedSampler(data, shuffle=True, seed=0)
+    loader = DataLoader(
+        data,
+        batch_size=cfg.batch_size,
+        sampler=sampler,
+        num_workers=cfg.workers,
+        pin_memory=cfg.gpu,
+        persistent_workers=cfg.workers > 0,
+    )
+    opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr, momentum=0.9, weight_decay=5e-4)
+    scaler = torch.amp.GradScaler("cuda", enabled=cfg.gpu)
+    rates: list[float] = []
+    for epoch in range(cfg.epochs):
+        sampler.set_epoch(epoch)
+        seen = 0
+        t0 = time.perf_counter()
+        for step, (x, y) in enumerate(loader):
+            if cfg.max_steps and step >= cfg.max_steps:
+                break
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            opt.zero_grad()
+            if cfg.gpu:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = F.cross_entropy(ddp(x), y)
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss = F.cross_entropy(ddp(x), y)
+                loss.backward()
+                opt.step()
+            seen += y.shape[0]
+        if cfg.gpu:
+            torch.cuda.synchronize(device)
+        elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        total = torch.tensor([float(seen)], dtype=torch.float64)
+        if cfg.gpu:
+            elapsed, total = elapsed.to(device), total.to(device)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+        dist.all_reduce(total)
+        rates.append(float(total.item() / elapsed.item()))
+    if rank == 0:
+        Path(cfg.out).write_text(json.dumps({"samples_per_sec": rates, "world_size": world}))
+    dist.destroy_process_group()
+
+
+def _steady(rates: list[float]) -> float:
+    """Median over epochs after the first (warm-up)."""
+    return statistics.median(rates[1:] if len(rates) > 1 else rates)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--gpu", action="store_true", help="ResNet-50 224x224 on the visible GPUs")
+    p.add_argument("--repeats", type=int, default=3, help="runs per side (alternating)")
+    p.add_argument("--nproc", type=int, default=None)
+    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--samples", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch")
+    # Used when this file runs as a torchrun worker of the plain loop.
+    p.add_argument("--plain-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--out", default="", help=argparse.SUPPRESS)
+    p.add_argument("--model", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--shape", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--classes", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--lr", type=float, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--backend", default=None, help=argparse.SUPPRESS)
+    cfg = p.parse_args(argv)
+    if cfg.plain_worker:
+        plain_worker(cfg)
+        return 0
+    if cfg.gpu:
+        import torch
+
+        gpus = torch.cuda.device_count()
+        if not gpus:
+            raise SystemExit("--gpu: no CUDA device is visible")
+        defaults: dict[str, Any] = dict(
+            nproc=gpus, epochs=3, batch_size=256, workers=8, max_steps=60, model="resnet50",
+            shape="3,224,224", classes=1000, lr=0.1, backend="nccl",
+        )  # fmt: skip
+    else:
+        defaults = dict(
+            nproc=2, epochs=4, samples=4096, batch_size=64, workers=0, max_steps=0,
+            model="simple_cnn", shape="1,28,28", classes=10, lr=0.05, backend="gloo",
+        )  # fmt: skip
+    for key, value in defaults.items():
+        if getattr(cfg, key, None) in (None, 0):
+            setattr(cfg, key, value)
+    if cfg.gpu and not cfg.samples:
+        cfg.samples = cfg.batch_size * cfg.nproc * cfg.max_steps
+    cfg.val_samples = 256 if not cfg.gpu else cfg.batch_size * cfg.nproc
+
+    ours: list[float] = []
+    plain: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="bench-trainer-") as tmp:
+        for i in range(cfg.repeats):
+            ours.append(_steady(run_trainer(cfg, Path(tmp), i)))
+            plain.append(_steady(run_plain(cfg, Path(tmp), i)))
+            print(f"repeat {i + 1}: trainer {ours[-1]:.1f}/s  plain {plain[-1]:.1f}/s", flush=True)
+    a, b = statistics.median(ours), statistics.median(plain)
+    ratio = a / b
+    unit = "img/s" if cfg.gpu else "samples/s"
+    print(
+        f"\n{cfg.model} {cfg.shape} batch {cfg.batch_size}/process x {cfg.nproc} processes "
+        f"({cfg.backend}), {cfg.epochs} epochs (first dropped), {cfg.repeats} repeats, medians:"
+    )
+    print(f"  ddp-tui trainer : {a:10.1f} {unit}")
+    print(f"  plain DDP loop  : {b:10.1f} {unit}")
+    target = 1.3 if cfg.gpu else 0.97
+    print(f"  ratio           : {ratio:10.3f}  (target >= {target})")
+    if cfg.gpu:
+        for name, rate in (("trainer", a), ("plain", b)):
+            mfu = RESNET50_TRAIN_FLOPS * rate / (PEAK_FLOPS * cfg.nproc)
+            print(f"  MFU {name:8s}    : {100 * mfu:9.1f} %  ({rate / cfg.nproc:.0f} img/s per GPU)")
+    return 0 if ratio >= target else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
