@@ -8,7 +8,7 @@ set -euo pipefail
 PACKAGES=(
     slurmctld slurmd slurm-client munge   # not slurm-wlm: that pulls in 43 packages
     slurmdbd mariadb-server               # real sacct needs accounting in a database
-    openssh-server openssh-client
+    openssh-server openssh-client passwd libpam-modules socat   # sshd tests: PAM users, ProxyCommand
     iproute2                              # ip netns / veth / bridge for the nodes
     tmux
 )

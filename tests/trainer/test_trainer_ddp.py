@@ -12,6 +12,7 @@ import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -230,6 +231,21 @@ def test_preflight_passes_on_two_ranks_with_bandwidth_rows(tmp_path: Path) -> No
         assert r["time_us"] > 0 and r["algbw_gbps"] > 0
         assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 2 * (2 - 1) / 2)
     assert "busbw GB/s" in proc.stdout
+
+
+def test_preflight_names_the_rank_and_host_that_does_not_answer(tmp_path: Path) -> None:
+    """Rank 1 joins the world, then stalls (DDP_TUI_FAKE_STALL_RANK: a hang cannot be produced
+    on cue, so this one is faked and named so)."""
+    proc = run(
+        torchrun_argv("ddp_tui.trainer.preflight", ["--run-dir", str(tmp_path), "--timeout-sec", "3"]),
+        DDP_TUI_FAKE_STALL_RANK="1",
+    )
+    assert proc.returncode != 0, explain(proc)
+    report = json.loads((tmp_path / "preflight.json").read_text())
+    host = socket.gethostname()
+    assert report["ok"] is False and report["failed_ranks"] == [1]
+    assert report["failed_hosts"] == [host]
+    assert f"rank 1 ({host}) did not answer within 3s" in report["error"]
 
 
 def test_a_rendezvous_that_fails_names_address_port_and_causes(tmp_path: Path) -> None:

@@ -25,9 +25,15 @@ class Terminal:
 
     def __init__(self, command: str) -> None:
         self.server = f"ddp-tui-test-{uuid.uuid4().hex[:8]}"
+        # Size the window first, then start the app in it: a detached session can be
+        # resized after its command starts, and the app would draw at the old size.
+        self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "app", "-x", "120", "-y", "40")
+        self.tmux("set-option", "-t", "app", "window-size", "manual")
+        self.tmux("resize-window", "-t", "app", "-x", "120", "-y", "40")
+        # COLUMNS/LINES leak in from the test process and would override the real size.
         self.tmux(
-            "new-session", "-d", "-s", "app", "-x", "120", "-y", "40",
-            f"TERM=xterm-256color {command}",
+            "respawn-pane", "-k", "-t", "app",
+            f"env -u COLUMNS -u LINES TERM=xterm-256color {command}",
         )  # fmt: skip
 
     def tmux(self, *args: str) -> str:
@@ -54,7 +60,10 @@ class Terminal:
             if predicate(text):
                 return text
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; the screen:\n{text}")
+                size = self.tmux("display", "-p", "-t", "app", "#{pane_width}x#{pane_height}")
+                raise AssertionError(
+                    f"timed out waiting for {what}; the {size.strip()} screen:\n{text}"
+                )
             time.sleep(0.25)
 
     def wait_text(self, needle: str, timeout: float = 60) -> str:

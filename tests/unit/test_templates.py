@@ -200,24 +200,25 @@ def test_render_refuses_an_invalid_spec_listing_every_error() -> None:
 
 # --------------------------------------------------------------------------- executing scripts
 
-FAKE_PYTHON = r"""#!/bin/bash
-# FAKE python3 for tests: records argv and environment (NUL-separated) and plays a trainer.
-printf '%s\0' "$@" > "$FAKE_LOG.python.$$"
-env -0 > "$FAKE_LOG.pyenv.$$"
-echo "fake python $$" >> "$FAKE_LOG.calls"
-if [ "${FAKE_MODE:-exit}" = wait_for_term ]; then
+FAKE_LAUNCHER = r"""#!/bin/bash
+# FAKE {name} for tests: records argv and environment (NUL-separated). With
+# FAKE_MODE=wait_for_term it plays a trainer: waits, and on SIGTERM "checkpoints" and exits 3.
+printf '%s\0' "$@" > "$FAKE_LOG.{name}.$$"
+env -0 > "$FAKE_LOG.{env}env.$$"
+echo "fake {name} $$" >> "$FAKE_LOG.calls"
+if [ "${{FAKE_MODE:-exit}}" = wait_for_term ]; then
     trap 'echo TERM >> "$FAKE_LOG.calls"; touch requeue.request; exit 3' TERM
     touch "$FAKE_LOG.started"
     while :; do sleep 0.05; done
 fi
-exit "${FAKE_EXIT:-0}"
+exit "${{FAKE_EXIT:-0}}"
 """
-FAKE_SRUN = r"""#!/bin/bash
-# FAKE srun for tests: records argv and environment and exits.
-printf '%s\0' "$@" > "$FAKE_LOG.srun.$$"
-env -0 > "$FAKE_LOG.srunenv.$$"
-echo "fake srun $$" >> "$FAKE_LOG.calls"
-exit "${FAKE_EXIT:-0}"
+FAKE_PYTHON = FAKE_LAUNCHER.format(name="python", env="py")
+FAKE_SRUN = FAKE_LAUNCHER.format(name="srun", env="srun")
+FAKE_SCANCEL = r"""#!/bin/bash
+# FAKE scancel for tests: records its arguments.
+echo "fake scancel $*" >> "$FAKE_LOG.calls"
+exit 0
 """
 FAKE_SCONTROL = r"""#!/bin/bash
 # FAKE scontrol for tests: expands nothing, prints two hosts; records requeue calls.
@@ -231,7 +232,9 @@ def make_fake_bin(parent: Path) -> Path:
     """A directory of fake python3/srun/scontrol that only record what they were given."""
     d = parent / "fake_bin"
     d.mkdir()
-    for name, body in (("python3", FAKE_PYTHON), ("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
+    fakes = {"python3": FAKE_PYTHON, "srun": FAKE_SRUN, "scontrol": FAKE_SCONTROL}
+    fakes["scancel"] = FAKE_SCANCEL
+    for name, body in fakes.items():
         (d / name).write_text(body)
         (d / name).chmod(0o755)
     return d
@@ -392,6 +395,27 @@ def test_pre_timeout_usr2_checkpoints_then_requeues_on_slurm_only(
     assert "TERM" in job.calls()  # USR2 reached the launcher as SIGTERM
     assert ("fake scontrol requeue 1234" in job.calls()) is requeued
     assert "[ddp-tui] SIGUSR2: time limit near" in out
+
+
+def test_usr2_under_srun_signals_the_steps_through_slurm_not_srun(
+    tmp_path: Path, fake_bin: Path
+) -> None:
+    # srun answers SIGTERM with SIGKILL for its tasks, so the script must not `kill` it.
+    spec = ExperimentSpec(nodes=2, device="cpu", gpus_per_node=2)
+    job = Job(tmp_path, fake_bin, render_training(spec, str(tmp_path / "run")))
+    proc = job.start(FAKE_MODE="wait_for_term")
+    _wait_for(Path(job.log + ".started"))
+    proc.send_signal(signal.SIGUSR2)
+    deadline = time.monotonic() + 10
+    while "fake scancel --signal=TERM 1234" not in job.calls():
+        assert time.monotonic() < deadline, job.calls()
+        time.sleep(0.02)
+    assert "TERM" not in job.calls()  # the fake srun itself was left alone
+    (srun_pid,) = (int(c.split()[-1]) for c in job.calls() if c.startswith("fake srun"))
+    os.kill(srun_pid, signal.SIGTERM)  # what Slurm's step signal leads to: the tasks stop
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 3, out
+    assert "fake scontrol requeue 1234" in job.calls()
 
 
 def test_sigterm_from_a_cancel_never_requeues(tmp_path: Path, fake_bin: Path) -> None:

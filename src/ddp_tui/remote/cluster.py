@@ -176,6 +176,8 @@ class Cluster:
         self._table: dict[str, _TableReaders] = {}
         self._followers: dict[str, _Follower] = {}
         self._connection = "ok"
+        self._specs: dict[str, ExperimentSpec] = {}
+        self._view_cache: dict[str, tuple[tuple[object, ...], RunView]] = {}
 
     # -- construction -------------------------------------------------------------------
 
@@ -405,7 +407,29 @@ class Cluster:
         raise KeyError(run_id)
 
     def _view(self, info: RunInfo) -> RunView:
-        spec = _spec_of(info)
+        """The run's row; rebuilt only when something it shows has changed."""
+        t = self._table.get(info.run_id)
+        job = info.latest_job
+        status = self._status.get(str(job.get("job_id"))) if job else None
+        key = (
+            len(info.jobs),
+            status,
+            info.run_id in self._final,
+            len(t.metrics.rows) if t else -1,
+            id(t.progress.latest) if t else 0,
+            id(t.run_json) if t else 0,
+        )
+        cached = self._view_cache.get(info.run_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        view = self._build_view(info)
+        self._view_cache[info.run_id] = (key, view)
+        return view
+
+    def _build_view(self, info: RunInfo) -> RunView:
+        spec = self._specs.get(info.run_id)
+        if spec is None:  # spec.json never changes: parse it once
+            spec = self._specs[info.run_id] = _spec_of(info)
         attempts = tuple(_attempt(j) for j in info.jobs)
         job_id = attempts[-1].job_id if attempts else None
         status = self._status.get(job_id) if job_id else None

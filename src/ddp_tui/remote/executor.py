@@ -146,7 +146,8 @@ class Executor(ABC):
         reads: list[ReadResult] = []
         for req in batch.reads:
             st = self.stat(req.path)
-            if st is None or st.is_dir:
+            if st is None or st.is_dir or req.offset >= st.size:
+                # Nothing new: a stat is far cheaper than an open (refresh polls many files).
                 reads.append(ReadResult(req, b"", st))
                 continue
             try:
@@ -188,10 +189,13 @@ class LocalExecutor(Executor):
         if env is not None:
             full_env = dict(os.environ)
             full_env.update(env)
+        if cwd is not None and not os.path.isdir(cwd):
+            raise ExecutorError(f"{argv[0]}: working directory {cwd} does not exist")
         try:
+            # Never the app's terminal: a command that reads stdin must not eat keystrokes.
             proc = subprocess.run(
                 list(argv),
-                input=stdin,
+                input=stdin if stdin is not None else b"",
                 capture_output=True,
                 timeout=timeout,
                 env=full_env,

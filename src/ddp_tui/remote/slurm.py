@@ -13,7 +13,7 @@ and every command runs under ``env -u ...`` so that a user's ``SQUEUE_FORMAT``,
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ddp_tui.remote.executor import CommandResult, CommandTimeout, Executor, ExecutorError
@@ -302,14 +302,18 @@ def parse_exit_code(text: str) -> int | None:
     return 128 + s if c == 0 and s > 0 else c
 
 
-def parse_squeue(text: str) -> dict[str, JobStatus]:
-    """Rows of :func:`squeue_argv` by job id."""
+def parse_squeue(text: str, only: Collection[str] | None = None) -> dict[str, JobStatus]:
+    """Rows of :func:`squeue_argv` by job id; with ``only``, just those ids.
+
+    A user may have thousands of jobs queued; the app follows few of them, so the
+    rest are skipped before any field is decoded.
+    """
     out: dict[str, JobStatus] = {}
     for rec in _records(text, len(SQUEUE_FIELDS)):
-        f = dict(zip((name for name, _ in SQUEUE_FIELDS), rec, strict=True))
-        job_id = f["job_id"].strip()
-        if not job_id:
+        job_id = rec[0].strip()
+        if not job_id or (only is not None and job_id not in only):
             continue
+        f = dict(zip((name for name, _ in SQUEUE_FIELDS), rec, strict=True))
         out[job_id] = JobStatus(
             job_id=job_id,
             state=from_slurm(f["state"]),
@@ -498,7 +502,7 @@ def poll_from_results(
     """
     if not squeue.ok:
         raise error_of(squeue, "squeue")
-    queued = parse_squeue(squeue.stdout)
+    queued = parse_squeue(squeue.stdout, only=set(job_ids))
     accounted: dict[str, JobStatus] = {}
     warning: SchedulerError | None = None
     if sacct is not None:
@@ -595,7 +599,7 @@ class SlurmScheduler(Scheduler):
         squeue = self._run(squeue_argv(), "squeue")
         if not squeue.ok:
             raise error_of(squeue, "squeue")
-        queued = parse_squeue(squeue.stdout)
+        queued = parse_squeue(squeue.stdout, only=set(job_ids))
         gone = [j for j in job_ids if j not in queued]
         sacct = self._run(sacct_argv(gone), "sacct") if gone else None
         return poll_from_results(job_ids, squeue, sacct)

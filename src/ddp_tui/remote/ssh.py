@@ -975,6 +975,9 @@ class SSHExecutor(Executor):
 
     # -------------------------------------------------------------- commands
 
+    def expand_home(self, path: str) -> str:
+        return self._expand(path)
+
     def _expand(self, path: str) -> str:
         """``~`` and ``~/x`` are the remote home, as in a shell."""
         if path != "~" and not path.startswith("~/"):

@@ -176,8 +176,8 @@ class SSHConfigFile:
         agent: str | None = None
         if agent_raw is not None and agent_raw.lower() == "none":
             agent = "none"
-        elif agent_raw is not None and agent_raw != "SSH_AUTH_SOCK":
-            agent = os.path.expanduser(agent_raw)
+        elif agent_raw is not None and agent_raw not in ("SSH_AUTH_SOCK", "$SSH_AUTH_SOCK"):
+            agent = os.path.expanduser(os.path.expandvars(agent_raw))
 
         return HostConfig(
             alias=host,

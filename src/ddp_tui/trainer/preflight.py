@@ -9,6 +9,7 @@ A rank that does not answer is named with its host. Exit 0 when everything passe
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -171,12 +172,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             named = ", ".join(f"rank {r} ({host_of(r)})" for r in bad)
             raise PreflightFailure(f"{name} gave a wrong result on {named}", bad)
 
+    print(
+        f"rank {world.rank}/{world.world_size} {world.host} {world.device} {world.backend}",
+        flush=True,
+    )
+    # A fake, for the test of the failure report: a real hang cannot be produced on cue.
+    stall = os.environ.get("DDP_TUI_FAKE_STALL_RANK", "")
+    if world.distributed and stall.isdigit() and int(stall) == world.rank:
+        time.sleep(args.timeout_sec + 30)
+
     code = EXIT_FAILURE
     try:
-        print(
-            f"rank {world.rank}/{world.world_size} {world.host} {world.device} {world.backend}",
-            flush=True,
-        )
         checkpoint("start")
         pairs = all_gather(world, (world.host, world.device_name()))
         report.update(

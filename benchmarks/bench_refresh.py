@@ -1,0 +1,189 @@
+"""refresh() with 10,000 jobs in the queue and 1,000 runs in the store.
+
+Measures the facade's parsing and merging per refresh (target <= 50 ms) and counts the
+Slurm calls per refresh (must be <= 2 at any job count), next to a naive refresh measured
+in the same run: re-read every run's files and poll each job with its own call.
+
+The Slurm answers are canned text in the exact --format the client asks for (a fake:
+no test cluster can hold 10,000 jobs on 2 cores); the run directories are real files.
+
+    .venv/bin/python benchmarks/bench_refresh.py [--runs 1000] [--queue 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ddp_tui.config import Profile
+from ddp_tui.remote.cluster import Cluster
+from ddp_tui.remote.executor import CommandResult, LocalExecutor
+from ddp_tui.remote.runs import RunStore
+from ddp_tui.remote.slurm import SEP, SlurmScheduler
+from ddp_tui.spec import ExperimentSpec
+
+METRICS_HEADER = (
+    "epoch,train_loss,train_acc,val_loss,val_acc,val_mae,val_rmse,lr,epoch_time_sec,"
+    "throughput_samples_per_sec,data_load_time_sec,compute_time_sec,gpu_mem_peak_mib,"
+    "gpu_util_avg,cpu_util_avg,world_size,mfu"
+)
+
+
+class CannedSlurm(LocalExecutor):
+    """A fake Slurm: squeue/sacct answer from canned text; files are real. Counts calls."""
+
+    def __init__(self, queue: int, ours_active: set[int], ours_done: set[int]) -> None:
+        self.calls = 0
+        rows = []
+        for jid in range(1, queue + 1):
+            if jid in ours_done:
+                continue
+            state = "RUNNING" if jid % 3 else "PENDING"
+            rows.append(
+                SEP.join(
+                    [
+                        str(jid),
+                        state,
+                        "None",
+                        "2",
+                        "n[1-2]",
+                        "1:02:03",
+                        "2026-11-21T09:00:00",
+                        "2026-11-21T10:00:00",
+                        "gpu",
+                        f"job {jid}",
+                    ]
+                )
+            )
+        self.squeue = "\n".join(rows) + "\n"
+        self.done = ours_done
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = 60.0,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        tools = {"squeue", "sacct", "sinfo", "scontrol"} & set(argv)
+        if not tools:
+            return super().run(argv, timeout=timeout, env=env, cwd=cwd, stdin=stdin)
+        self.calls += 1
+        if "squeue" in tools:
+            return CommandResult(tuple(argv), 0, self.squeue, "")
+        if "sacct" in tools:
+            ids = next(a for a in argv if a.startswith("--jobs=")).split("=", 1)[1].split(",")
+            out = [
+                SEP.join(
+                    [
+                        i,
+                        "COMPLETED",
+                        "0:0",
+                        "3600",
+                        "2",
+                        "n[1-2]",
+                        "2026-11-21T09:00:00",
+                        "2026-11-21T10:00:00",
+                        "gpu",
+                        "None",
+                        f"job {i}",
+                    ]
+                )
+                for i in ids
+                if int(i.split("_")[0]) in self.done
+            ]
+            return CommandResult(tuple(argv), 0, "\n".join(out) + "\n", "")
+        return CommandResult(tuple(argv), 0, "slurm 22.05.8\n", "")
+
+
+def make_store(root: Path, runs: int) -> None:
+    spec = ExperimentSpec(name="bench", nodes=2, gpus_per_node=4, epochs=10).to_dict()
+    rows = "\n".join(
+        f"{e},{2.0 / e:.4f},{0.1 * e:.3f},,,,,0.1,12.5,5000,1.0,11.0,2048,,50,8,"
+        for e in range(1, 11)
+    )
+    for i in range(1, runs + 1):
+        run_id = f"20261121-{i // 3600:02d}{i // 60 % 60:02d}{i % 60:02d}-bench-{i:04x}"
+        d = root / run_id
+        d.mkdir(parents=True)
+        doc = {"spec": spec, "group": f"g{i % 50}", "created_at": "2026-11-21", "run_id": run_id}
+        (d / "spec.json").write_text(json.dumps(doc))
+        (d / "jobs.jsonl").write_text(json.dumps({"job_id": str(i), "attempt": 1}) + "\n")
+        (d / "metrics.csv").write_text(METRICS_HEADER + "\n" + rows + "\n")
+        (d / "run.json").write_text(json.dumps({"world_size": 8, "hosts": ["n1", "n2"]}))
+
+
+def naive_refresh(root: Path, squeue: str) -> tuple[int, int]:
+    """What a tool without caching does: read everything, poll each job on its own."""
+    states = {line.split(SEP, 2)[0]: line.split(SEP, 2)[1] for line in squeue.splitlines()}
+    calls = 0
+    n = 0
+    for d in sorted(root.iterdir()):
+        json.loads((d / "spec.json").read_text())
+        job = json.loads((d / "jobs.jsonl").read_text().splitlines()[-1])
+        list(csv.DictReader(io.StringIO((d / "metrics.csv").read_text())))
+        json.loads((d / "run.json").read_text())
+        calls += 1  # one `scontrol show job` / `sacct -j` per job
+        states.get(job["job_id"])
+        n += 1
+    return calls, n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--queue", type=int, default=10000)
+    ap.add_argument("--repeat", type=int, default=20)
+    args = ap.parse_args()
+    active = set(range(1, args.runs + 1, 10))  # 10% of our runs still queued or running
+    done = set(range(1, args.runs + 1)) - active
+    with tempfile.TemporaryDirectory(prefix="bench-refresh-") as tmp:
+        root = Path(tmp) / "runs"
+        make_store(root, args.runs)
+        ex = CannedSlurm(args.queue, active, done)
+        cluster = Cluster(
+            ex, SlurmScheduler(ex), RunStore(ex, str(root)), profile=Profile(), location="bench"
+        )
+        t0 = time.perf_counter()
+        first = cluster.refresh()
+        first_ms = (time.perf_counter() - t0) * 1e3
+        first_calls = ex.calls
+        cluster.refresh()  # the reads just after jobs end
+        ours, calls = [], []
+        for _ in range(args.repeat):
+            ex.calls = 0
+            t0 = time.perf_counter()
+            snap = cluster.refresh()
+            ours.append((time.perf_counter() - t0) * 1e3)
+            calls.append(ex.calls)
+        naive = []
+        naive_calls = 0
+        for _ in range(max(3, args.repeat // 4)):
+            t0 = time.perf_counter()
+            naive_calls, _ = naive_refresh(root, ex.squeue)
+            naive.append((time.perf_counter() - t0) * 1e3)
+    med, ref = statistics.median(ours), statistics.median(naive)
+    assert len(snap.runs) == args.runs == len(first.runs)
+    print(f"runs in store: {args.runs}, jobs in queue: {args.queue}, active runs: {len(active)}")
+    print(f"first refresh (cold caches): {first_ms:.1f} ms, {first_calls} Slurm calls")
+    print(f"refresh, steady state: median {med:.1f} ms, max {max(ours):.1f} ms (target <= 50 ms)")
+    print(f"naive refresh (re-read all, per-job polls), same run: median {ref:.1f} ms")
+    print(f"ratio ours/naive: {med / ref:.2f}")
+    print(
+        f"Slurm calls per refresh: ours {max(calls)} (target <= 2), "
+        f"per-job polling {len(active)} active / {naive_calls} total"
+    )
+    print(f"RESULT refresh_ms={med:.1f} {'PASS' if med <= 50 and max(calls) <= 2 else 'FAIL'}")
+
+
+if __name__ == "__main__":
+    main()
