@@ -6,6 +6,7 @@ only need the app, the facade and run directories.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from textual.widgets import Static
 
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
+from ddp_tui.remote.local import LocalScheduler
 from ddp_tui.remote.states import JobState
 from ddp_tui.tui.app import DdpTuiApp
 from ddp_tui.tui.modals import ChecksModal, ConfirmModal
@@ -22,6 +24,18 @@ from ddp_tui.tui.screens.help import HelpScreen
 from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable
 from tests.tui.conftest import SIZE, wait_until
 from tests.tui.drive import in_states, pick, run_story, type_into, wait_run
+
+
+@pytest.fixture(autouse=True)
+def _cancel_leftover_jobs(tmp_path: Path) -> Iterator[None]:
+    """Local jobs outlive the app by design; a failed test must not leave one running."""
+    yield
+    state = tmp_path / "state"
+    if state.exists():
+        scheduler = LocalScheduler.from_state_dir(state)
+        for job in scheduler.list_jobs():
+            if job.state.is_active:
+                scheduler.cancel(job.job_id)
 
 
 def local_app(tmp_path: Path) -> DdpTuiApp:

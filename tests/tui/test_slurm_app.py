@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,18 @@ from tests.tui.drive import run_story
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
 
-async def test_story_on_slurm_with_two_nodes(slurm_cluster: Any, tmp_path: Path) -> None:
-    profile = Profile(scheduler="slurm", runs_root=str(tmp_path / "runs"), partition="debug")
+@pytest.fixture
+def runs_root(slurm_cluster: Any, tmp_path: Path) -> Iterator[Path]:
+    """A runs root whose jobs are cancelled afterwards (only ours: the cluster is shared)."""
+    root = tmp_path / "runs"
+    yield root
+    for jobs in root.glob("*/jobs.jsonl"):
+        for line in jobs.read_text().splitlines():
+            slurm_cluster.run(["scancel", str(json.loads(line)["job_id"])])
+
+
+async def test_story_on_slurm_with_two_nodes(runs_root: Path) -> None:
+    profile = Profile(scheduler="slurm", runs_root=str(runs_root), partition="debug")
 
     def factory(prompter: object) -> Cluster:
         return Cluster.open(profile, prompter=prompter)

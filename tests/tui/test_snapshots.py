@@ -182,3 +182,23 @@ def test_compare(snap_compare: Any) -> None:
         )
 
     assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_host_key_prompt(snap_compare: Any) -> None:
+    from ddp_tui.tui.app import DdpTuiApp
+    from ddp_tui.tui.modals import HostKeyModal
+
+    def factory(prompter: Any) -> FakeCluster:
+        prompter.confirm_host_key(
+            "login.example.org",
+            22,
+            "ssh-ed25519",
+            "SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8",
+        )
+        return FakeCluster()
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await wait_until(pilot, lambda: isinstance(pilot.app.screen, HostKeyModal), "the prompt")
+
+    app = DdpTuiApp(factory, clock=lambda: 1_700_000_000.0)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from ddp_tui.remote.local import LocalScheduler
+
 pytestmark = [
     pytest.mark.torch,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
@@ -85,7 +87,13 @@ def terminal(tmp_path: Path) -> Iterator[Terminal]:
     try:
         yield term
     finally:
-        term.kill()  # also ends the app; the local job is cancelled by the test
+        term.kill()  # ends the app; local jobs outlive it by design, so cancel any left
+        state = tmp_path / "state" / "ddp-tui" / "local"
+        if state.exists():
+            scheduler = LocalScheduler.from_state_dir(state)
+            for job in scheduler.list_jobs():
+                if job.state.is_active:
+                    scheduler.cancel(job.job_id)
 
 
 def row_of(screen: str, name: str) -> str:

@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from ddp_tui.config import Profile
 
 SACCT_FILE = "sacct.txt"
+#: How long a submit whose answer was lost waits for the scheduler to be reachable again.
+RECOVER_SUBMIT_SEC = 60.0
 
 
 class ValidationFailed(Exception):
@@ -322,9 +324,52 @@ class Cluster:
             if errors:
                 raise ValidationFailed(errors)
         ref = self.store.create_run(spec.to_dict(), spec.name, lambda d: render(spec, d), group)
-        job_id = self.scheduler.submit(ref.file(SCRIPT_FILE), ref.path)
-        self.store.append_job(ref, _attempt_record(job_id, self.scheduler.name, None, 1))
+        self._submit_attempt(ref, retry_of=None, attempt=1, recorded=())
         return self._view_of(ref.run_id)
+
+    def _submit_attempt(
+        self, ref: RunRef, *, retry_of: str | None, attempt: int, recorded: Sequence[str]
+    ) -> str:
+        """Submit the run's script once and record it in jobs.jsonl.
+
+        If the answer is lost (the connection dropped, or sbatch timed out), sbatch may
+        or may not have queued the job. Never guess and never submit twice: ask Slurm
+        which jobs were submitted from this run directory, and record the new one, or
+        report that nothing was queued.
+        """
+        try:
+            job_id = self.scheduler.submit(ref.file(SCRIPT_FILE), ref.path)
+        except SchedulerError as exc:
+            if not isinstance(exc.__cause__, ExecutorError):
+                raise  # sbatch answered: it refused the job
+            job_id = self._recover_lost_submit(ref, recorded, exc)
+        self.store.append_job(ref, _attempt_record(job_id, self.scheduler.name, retry_of, attempt))
+        return job_id
+
+    def _recover_lost_submit(
+        self, ref: RunRef, recorded: Sequence[str], cause: SchedulerError
+    ) -> str:
+        deadline = time.monotonic() + RECOVER_SUBMIT_SEC
+        delay = 1.0
+        while True:
+            try:
+                found = [j for j in self.scheduler.jobs_in_dir(ref.path) if j not in recorded]
+                break
+            except (SchedulerError, ExecutorError) as exc:
+                if time.monotonic() + delay > deadline:
+                    raise SchedulerError(
+                        f"the connection was lost while submitting {ref.run_id} and could not "
+                        f"be checked since ({exc}); nothing was recorded. Check `squeue` "
+                        "before retrying the run."
+                    ) from cause
+                time.sleep(delay)
+                delay = min(delay * 2, 8.0)
+        if not found:
+            raise SchedulerError(
+                f"the submission of {ref.run_id} did not reach the scheduler ({cause}); "
+                "nothing was queued, and the run directory is kept: retry it (r)."
+            ) from cause
+        return found[0]
 
     # -- follow -------------------------------------------------------------------------
 
@@ -433,7 +478,7 @@ class Cluster:
         attempts = tuple(_attempt(j) for j in info.jobs)
         job_id = attempts[-1].job_id if attempts else None
         status = self._status.get(job_id) if job_id else None
-        state = status.state if status else (JobState.UNKNOWN if job_id else JobState.PENDING)
+        state = status.state if status else JobState.UNKNOWN
         if status is not None and state.is_terminal and job_id:
             prev = self._final.get(info.run_id)
             self._final[info.run_id] = status
@@ -455,7 +500,7 @@ class Cluster:
             spec=spec,
             attempts=attempts,
             state=state,
-            reason=status.reason if status else "",
+            reason=status.reason if status else ("" if job_id else "not submitted"),
             elapsed_sec=status.elapsed_sec if status else 0.0,
             epochs_done=len(rows),
             epochs_total=spec.epochs,
@@ -565,9 +610,11 @@ class Cluster:
                 raise SchedulerError(
                     f"job {prev} is still {status.state.value}; cancel it (c) before retrying"
                 )
-        job_id = self.scheduler.submit(info.ref.file(SCRIPT_FILE), info.ref.path)
-        self.store.append_job(
-            info.ref, _attempt_record(job_id, self.scheduler.name, prev, len(info.jobs) + 1)
+        self._submit_attempt(
+            info.ref,
+            retry_of=prev,
+            attempt=len(info.jobs) + 1,
+            recorded=[str(j.get("job_id")) for j in info.jobs],
         )
         self._final.pop(run_id, None)
         return self._view_of(run_id)

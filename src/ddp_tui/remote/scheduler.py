@@ -97,6 +97,10 @@ class Scheduler(ABC):
     def partitions(self) -> list[PartitionInfo]:
         """The partitions the user can submit to."""
 
+    def jobs_in_dir(self, run_dir: str) -> list[str]:
+        """Ids of jobs submitted from ``run_dir``, oldest first (to recover a lost answer)."""
+        return []
+
     def poll_commands(self, job_ids: Sequence[str]) -> list[list[str]]:
         """The commands a poll needs, so a caller can batch them with file reads.
 

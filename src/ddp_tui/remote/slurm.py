@@ -134,8 +134,6 @@ class PollResult:
     warning: SchedulerError | None = None
 
 
-
-
 # --------------------------------------------------------------------------- argv builders
 
 
@@ -167,6 +165,35 @@ def _slurm_ids(job_ids: Iterable[str]) -> list[str]:
 def sbatch_argv(script_path: str, run_dir: str) -> list[str]:
     """Submit ``script_path`` with ``run_dir`` as the job's working directory."""
     return [*_env_prefix("sbatch"), "--parsable", f"--chdir={run_dir}", "--", script_path]
+
+
+def jobs_in_dir_argv() -> list[list[str]]:
+    """squeue and sacct listing the user's recent jobs with their working directories."""
+    return [
+        [*_env_prefix("squeue"), "--me", "--noheader", f"--format=%i{SEP}%Z"],
+        [
+            *_env_prefix("sacct"),
+            "--allocations",
+            "--noheader",
+            "--parsable2",
+            f"--delimiter={SEP}",
+            "--starttime=now-2days",
+            "--format=JobID,WorkDir",
+        ],
+    ]
+
+
+def parse_jobs_in_dir(texts: Sequence[str], work_dir: str) -> list[str]:
+    """Job ids whose working directory is ``work_dir``, oldest first, without repeats."""
+    found: list[str] = []
+    want = work_dir.rstrip("/")
+    for text in texts:
+        for line in text.splitlines():
+            job_id, _, wd = line.partition(SEP)
+            job_id = job_id.strip()
+            if job_id and wd.strip().rstrip("/") == want and job_id not in found:
+                found.append(job_id)
+    return sorted(found, key=lambda j: (len(j), j))
 
 
 def squeue_argv() -> list[str]:
@@ -554,6 +581,13 @@ class SlurmScheduler(Scheduler):
     def submit(self, script_path: str, run_dir: str) -> str:
         res = self._check(sbatch_argv(script_path, run_dir), "sbatch")
         return parse_sbatch(res.stdout)[0]
+
+    def jobs_in_dir(self, run_dir: str) -> list[str]:
+        """Jobs submitted from ``run_dir`` (each run has its own): finds a submission whose
+        answer was lost with the connection."""
+        squeue, sacct = jobs_in_dir_argv()
+        texts = [self._check(squeue, "squeue").stdout, self._check(sacct, "sacct").stdout]
+        return parse_jobs_in_dir(texts, run_dir)
 
     def poll_commands(self, job_ids: Sequence[str]) -> list[list[str]]:
         """squeue, and one sacct for every id (sacct answers for running jobs too).

@@ -77,7 +77,9 @@ class HostKeyModal(ModalScreen[bool]):
                 yield Static(Text(f"The authenticity of host {self.host} can't be established."))
             yield Static(Text(f"{self.key_type} key fingerprint is"))
             yield Static(Text(self.fingerprint, style="bold"), id="fingerprint")
-            yield Static(Text("Trust this key and remember it in known_hosts?"))
+            yield Static(
+                Text("Trust this key and remember it in known_hosts? (tab: choose, esc: reject)")
+            )
             with Horizontal(classes="buttons"):
                 yield Button("Trust", variant="warning", id="trust")
                 yield Button("Reject", variant="primary", id="reject")

@@ -180,6 +180,7 @@ class DetailScreen(BaseScreen):
         self.watch(self.app, "snapshot", self._snapshot_changed, init=True)
         self.follow()
         self._draw_plots()
+        self.query_one(LogPane).view("out").focus()  # f follows, / searches at once
 
     # -- data in ----------------------------------------------------------------
 
