@@ -80,7 +80,7 @@ _SHAPE_RE: Final = re.compile(r"[1-9][0-9]{0,3}(,[1-9][0-9]{0,3}){0,2}")
 _ENV_NAME_RE: Final = re.compile(r"[A-Z_][A-Z0-9_]*")
 # The value is a whitelist: #SBATCH lines cannot be quoted, and sbatch itself strips quotes.
 _EXTRA_SBATCH_RE: Final = re.compile(
-    r"--([a-z][a-z0-9-]{0,63})(=[A-Za-z0-9_.,:/=+@%*!&|\[\]^~-]*)?"
+    r"--([a-z][a-z0-9-]{0,63})(=[A-Za-z0-9_.,:/=+@%*!&|\[\]^~-]+)?"
 )
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_NO_TAB_RE: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
