@@ -255,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.gpu:
         for name, rate in (("trainer", a), ("plain", b)):
             mfu = RESNET50_TRAIN_FLOPS * rate / (PEAK_FLOPS * cfg.nproc)
-            print(f"  MFU {name:8s}    : {100 * mfu:9.1f} %  ({rate / cfg.nproc:.0f} img/s per GPU)")
+            print(
+                f"  MFU {name:8s}    : {100 * mfu:9.1f} %  ({rate / cfg.nproc:.0f} img/s per GPU)"
+            )
     return 0 if ratio >= target else 1
 
 

@@ -6,6 +6,7 @@ app on a login node and the app on a laptop see the same experiments.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -31,6 +32,7 @@ from ddp_tui.remote.runs import (
     RunInfo,
     RunRef,
     RunStore,
+    RunStoreError,
 )
 from ddp_tui.remote.scheduler import (
     AccountingUnavailable,
@@ -127,6 +129,7 @@ class Snapshot:
     connection: str  # "ok", "reconnecting", "controller unreachable", ...
     error: str | None = None
     scheduler_calls: int = 0
+    detail: RunDetail | None = None  # the followed run's news, when refresh(follow=...)
 
 
 @dataclass
@@ -180,6 +183,8 @@ class Cluster:
         self._connection = "ok"
         self._specs: dict[str, ExperimentSpec] = {}
         self._view_cache: dict[str, tuple[tuple[object, ...], RunView]] = {}
+        self._infos: list[RunInfo] = []
+        self._views: tuple[RunView, ...] = ()
 
     # -- construction -------------------------------------------------------------------
 
@@ -373,40 +378,52 @@ class Cluster:
 
     # -- follow -------------------------------------------------------------------------
 
-    def refresh(self) -> Snapshot:
-        """A snapshot of every run: one batch with at most one squeue and one sacct call.
+    def refresh(self, follow: str | None = None) -> Snapshot:
+        """A snapshot of every run, and of the followed run's new output.
 
-        Scheduler or connection outages never raise: the snapshot carries the error and
-        the runs keep their last known states.
+        In steady state one batch (one SSH round trip) carries it all: the listing of the
+        run directories, at most one squeue and one sacct call, and the new bytes of the
+        files shown. A second batch is made only when new runs appeared. Scheduler or
+        connection outages never raise: the snapshot carries the error and the runs keep
+        their last known states.
         """
-        error: str | None = None
-        calls = 0
-        try:
-            infos = self.store.list_runs()
-        except (ExecutorError, OSError) as exc:
-            self._connection = "disconnected"
-            return self._snapshot(self._last_views(), f"cannot list runs: {exc}", 0)
-        polled = [
-            job_id
-            for info in infos
-            if (job_id := _latest_job_id(info)) and not self._is_final(info)
-        ]
-        batch = Batch(commands=list(self.scheduler.poll_commands(polled)))
-        readers = self._table_requests(infos, polled)
-        batch.reads = [r.request() for r in readers]
-        try:
-            result = self.executor.run_batch(batch) if (batch.commands or batch.reads) else None
-        except ExecutorError as exc:
-            self._connection = "reconnecting"
-            return self._snapshot(self._last_views(), str(exc), 0)
-        calls = len(batch.commands)
-        if result is not None:
-            for reader, res in zip(readers, result.reads, strict=True):
-                reader.feed(res)
-        try:
-            statuses = self.scheduler.parse_poll(
-                polled, result.commands if result is not None else []
+        known = {i.run_id for i in self._infos}
+        snap = self._refresh_once(follow)
+        if any(i.run_id not in known for i in self._infos) and snap.error is None:
+            # New runs: their states and rows come with one more batch, not a tick later.
+            again = self._refresh_once(None)
+            snap = dataclasses.replace(
+                again, detail=snap.detail, scheduler_calls=snap.scheduler_calls
             )
+        return snap
+
+    def _refresh_once(self, follow: str | None) -> Snapshot:
+        prev = self._infos
+        polled = [
+            job_id for info in prev if (job_id := _latest_job_id(info)) and not self._is_final(info)
+        ]
+        table = self._table_requests(prev)
+        fpass = self._follow_begin(follow) if follow else None
+        listing_reads = self.store.listing_reads()
+        poll_cmds = self.scheduler.poll_commands(polled)
+        batch = Batch(
+            commands=[self.store.listing_command(), *poll_cmds],
+            reads=[*listing_reads, *(r.request() for r in table)],
+        )
+        if fpass is not None:
+            batch.reads += fpass.requests()
+        try:
+            result = self.executor.run_batch(batch)
+            infos = self.store.apply_listing(result.commands[0], result.reads[: len(listing_reads)])
+        except (ExecutorError, RunStoreError) as exc:
+            self._connection = "reconnecting" if isinstance(exc, ExecutorError) else "ok"
+            return self._snapshot(self._views, str(exc), 0)
+        n = len(listing_reads) + len(table)
+        for reader, res in zip(table, result.reads[len(listing_reads) : n], strict=True):
+            reader.feed(res)
+        error: str | None = None
+        try:
+            statuses = self.scheduler.parse_poll(polled, result.commands[1:])
             self._status.update(statuses)
             self._connection = "ok"
         except SchedulerUnavailable as exc:
@@ -419,9 +436,14 @@ class Cluster:
         except SchedulerError as exc:
             error = exc.message
         self._infos = infos
-        views = tuple(self._view(info) for info in reversed(infos))
-        self._views = views
-        return self._snapshot(views, error, calls)
+        self._views = tuple(self._view(info) for info in reversed(infos))
+        detail = None
+        if fpass is not None:
+            try:
+                detail = self._follow_finish(fpass, result.reads[n:])
+            except ExecutorError as exc:
+                error = error or str(exc)
+        return self._snapshot(self._views, error, len(poll_cmds), detail)
 
     def _is_final(self, info: RunInfo) -> bool:
         """Whether the run's latest attempt is known to have ended (cached in memory)."""
@@ -433,7 +455,7 @@ class Cluster:
             return False
         return True
 
-    def _table_requests(self, infos: Sequence[RunInfo], polled: Sequence[str]) -> list[_Fed]:
+    def _table_requests(self, infos: Sequence[RunInfo]) -> list[_Fed]:
         """Reads for the jobs table: metrics/progress of runs not yet known to be finished."""
         out: list[_Fed] = []
         for info in infos:
@@ -515,11 +537,15 @@ class Cluster:
             rendezvous=rj.get("rendezvous") if rj else None,
         )
 
-    def _last_views(self) -> tuple[RunView, ...]:
-        return getattr(self, "_views", ())
-
-    def _snapshot(self, views: tuple[RunView, ...], error: str | None, calls: int) -> Snapshot:
+    def _snapshot(
+        self,
+        views: tuple[RunView, ...],
+        error: str | None,
+        calls: int,
+        detail: RunDetail | None = None,
+    ) -> Snapshot:
         return Snapshot(
+            detail=detail,
             taken_at=time.time(),
             runs=views,
             location=self.location,
@@ -531,41 +557,38 @@ class Cluster:
 
     def follow(self, run_id: str) -> RunDetail:
         """New log lines, metrics and progress of one run since its last follow()."""
+        fpass = self._follow_begin(run_id)
+        result = self.executor.run_batch(Batch(reads=fpass.requests()))
+        return self._follow_finish(fpass, result.reads)
+
+    def _follow_begin(self, run_id: str) -> _FollowPass:
         info = self._info(run_id)
         job_id = _latest_job_id(info)
         f = self._followers.get(run_id)
-        if f is None or f.job_id != job_id:
+        fresh = f is None or f.job_id != job_id
+        if f is None or fresh:
             f = self._followers[run_id] = _Follower(info.ref, job_id)
-            detail = RunDetail(run_id, out_reset=True, err_reset=True)
-        else:
-            detail = RunDetail(run_id)
-        gens = (f.out.generation, f.err.generation)
-        run_json = FileRead(info.ref.file(RUN_JSON))
-        readers: list[_Feedable] = [f.out, f.err, f.metrics, f.progress]
-        pending = readers
+        detail = RunDetail(run_id, out_reset=fresh, err_reset=fresh)
+        return _FollowPass(info, f, detail, (f.out.generation, f.err.generation))
+
+    def _follow_finish(self, fpass: _FollowPass, reads: Sequence[ReadResult]) -> RunDetail:
+        f, detail = fpass.follower, fpass.detail
+        fpass.feed(reads)
         # A reader that restarted (first look at a big log, truncation) asks for one more
         # read at once, so opening a run shows its tail without waiting a whole tick.
-        for _ in range(3):
-            batch = Batch(reads=[r.request() for r in pending] + [run_json])
-            result = self.executor.run_batch(batch)
-            for reader, res in zip(pending, result.reads, strict=False):
-                new = reader.read_new(res)
-                if reader is f.out:
-                    detail.out_lines += new
-                elif reader is f.err:
-                    detail.err_lines += new
-            detail.run_json = _json_or_none(result.reads[-1]) or detail.run_json
-            pending = [r for r in readers if r.needs_reread]
-            if not pending:
+        for _ in range(2):
+            if not fpass.pending:
                 break
-        detail.out_reset = detail.out_reset or f.out.generation != gens[0]
-        detail.err_reset = detail.err_reset or f.err.generation != gens[1]
+            fpass.feed(self.executor.run_batch(Batch(reads=fpass.requests())).reads)
+        detail.out_reset = detail.out_reset or f.out.generation != fpass.gens[0]
+        detail.err_reset = detail.err_reset or f.err.generation != fpass.gens[1]
         detail.metrics = list(f.metrics.rows)
         detail.progress = _progress(f.progress.latest)
-        final = self._final.get(run_id)
+        job_id = f.job_id
+        final = self._final.get(detail.run_id)
         if final is not None and final.job_id == job_id and job_id:
             if f.accounting is None:
-                f.accounting = self._save_accounting(info.ref, job_id)
+                f.accounting = self._save_accounting(fpass.info.ref, job_id)
             detail.accounting = f.accounting
         return detail
 
@@ -579,7 +602,7 @@ class Cluster:
         return text
 
     def _info(self, run_id: str) -> RunInfo:
-        for info in getattr(self, "_infos", None) or self.store.list_runs():
+        for info in self._infos:
             if info.run_id == run_id:
                 return info
         for info in self.store.list_runs():
@@ -691,7 +714,7 @@ class Cluster:
     def groups(self) -> dict[str, list[RunView]]:
         """Runs by comparison group (only groups with a name), newest group first."""
         out: dict[str, list[RunView]] = {}
-        for v in self._last_views() or tuple(self._view(i) for i in self.store.list_runs()):
+        for v in self._views or tuple(self._view(i) for i in self.store.list_runs()):
             if v.group:
                 out.setdefault(v.group, []).append(v)
         return out
@@ -793,6 +816,36 @@ def _has_slurm(executor: Executor) -> bool:
         return executor.run(["sh", "-c", _SLURM_PROBE], timeout=15).ok
     except ExecutorError:
         return False
+
+
+class _FollowPass:
+    """One round of reads for the followed run (possibly spread over two batches)."""
+
+    def __init__(
+        self, info: RunInfo, follower: _Follower, detail: RunDetail, gens: tuple[int, int]
+    ) -> None:
+        self.info = info
+        self.follower = follower
+        self.detail = detail
+        self.gens = gens
+        f = follower
+        self.pending: list[_Feedable] = [f.out, f.err, f.metrics, f.progress]
+        self._run_json = FileRead(info.ref.file(RUN_JSON))
+
+    def requests(self) -> list[FileRead]:
+        return [r.request() for r in self.pending] + [self._run_json]
+
+    def feed(self, reads: Sequence[ReadResult]) -> None:
+        f, d = self.follower, self.detail
+        for reader, res in zip(self.pending, reads, strict=False):
+            new = reader.read_new(res)
+            if reader is f.out:
+                d.out_lines += new
+            elif reader is f.err:
+                d.err_lines += new
+        if reads:
+            d.run_json = _json_or_none(reads[-1]) or d.run_json
+        self.pending = [r for r in (f.out, f.err, f.metrics, f.progress) if r.needs_reread]
 
 
 def _latest_job_id(info: RunInfo) -> str | None:

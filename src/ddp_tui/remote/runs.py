@@ -11,14 +11,14 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import ddp_tui
-from ddp_tui.remote.executor import Batch, Executor, FileRead, ReadResult
+from ddp_tui.remote.executor import Batch, CommandResult, Executor, FileRead, ReadResult
 from ddp_tui.remote.tail import IncrementalFile, MetricsRow, parse_json_lines, parse_metrics_csv
 
 SPEC_FILE = "spec.json"
@@ -204,49 +204,58 @@ class RunStore:
     def list_runs(self) -> list[RunInfo]:
         """Every run under ``root``, oldest first.
 
-        One listdir plus one batch of reads (one round trip over SSH): ``spec.json``
-        only for runs not seen before, and the new bytes of each ``jobs.jsonl``
-        (usually none). A ``jobs.jsonl`` that was rewritten is read again from 0.
+        One batch (a listing and the new bytes of each known ``jobs.jsonl``, usually
+        none), plus one more only when new runs appeared.
         """
-        try:
-            names = [n for n in self.executor.listdir(self.root) if RUN_ID_RE.match(n)]
-        except FileNotFoundError:
-            self._cache.clear()
-            return []
+        batch = Batch(commands=[self.listing_command()], reads=self.listing_reads())
+        res = self.executor.run_batch(batch)
+        return self.apply_listing(res.commands[0], res.reads)
+
+    def listing_command(self) -> list[str]:
+        """The command that lists the run directories (batched by the facade's refresh)."""
+        return ["ls", "-1", "--", self.root]
+
+    def listing_reads(self) -> list[FileRead]:
+        """The reads that bring every known run's ``jobs.jsonl`` up to date."""
+        return [c.jobs_reader.request() for c in self._cache.values()]
+
+    def apply_listing(self, listing: CommandResult, reads: Sequence[ReadResult]) -> list[RunInfo]:
+        """Runs from the answers to :meth:`listing_command` and :meth:`listing_reads`."""
+        if not listing.ok:
+            if self.executor.stat(self.root) is None:
+                self._cache.clear()
+                return []  # no run yet: the root is made by the first submit
+            raise RunStoreError(f"cannot list {self.root}: {listing.stderr.strip()}")
+        names = sorted(n for n in listing.stdout.split("\n") if RUN_ID_RE.match(n))
+        again = [
+            n
+            for n, res in zip(list(self._cache), reads, strict=False)
+            if self._feed_jobs(self._cache[n], res)
+        ]
         present = set(names)
         for gone in set(self._cache) - present:
             del self._cache[gone]
-
+        again = [n for n in again if n in present]
         new = [n for n in names if n not in self._cache]
-        known = [n for n in names if n in self._cache]
-        new_readers = {n: IncrementalFile(_join(self.root, n, JOBS_FILE)) for n in new}
-        batch = Batch()
-        for n in new:
-            batch.reads.append(FileRead(_join(self.root, n, SPEC_FILE)))
-            batch.reads.append(new_readers[n].request())
-        for n in known:
-            batch.reads.append(self._cache[n].jobs_reader.request())
-        if batch.reads:
-            results = self.executor.run_batch(batch).reads
-            again: list[str] = []
-            for i, n in enumerate(new):
-                spec_res, jobs_res = results[2 * i], results[2 * i + 1]
+        if new:
+            # spec.json and jobs.jsonl of each new run, in one batch.
+            readers = [IncrementalFile(_join(self.root, n, JOBS_FILE)) for n in new]
+            batch = Batch(reads=[FileRead(_join(self.root, n, SPEC_FILE)) for n in new])
+            batch.reads += [r.request() for r in readers]
+            answers = self.executor.run_batch(batch).reads
+            for i, (n, reader) in enumerate(zip(new, readers, strict=True)):
+                spec_res = answers[i]
                 doc = _load_json(spec_res.data) if spec_res.stat is not None else None
                 if doc is None:
                     continue  # not a run directory (or not readable): look again next time
-                reader = new_readers[n]
-                self._cache[n] = _Cached(doc, reader, [], reader.generation)
-                if self._feed_jobs(self._cache[n], jobs_res):
+                self._cache[n] = cached = _Cached(doc, reader, [], reader.generation)
+                if self._feed_jobs(cached, answers[len(new) + i]):
                     again.append(n)
-            for n, res in zip(known, results[2 * len(new) :], strict=True):
-                if self._feed_jobs(self._cache[n], res):
-                    again.append(n)
-            if again:
-                # Only readers that found their file truncated or replaced: read them again.
-                retry = Batch(reads=[self._cache[n].jobs_reader.request() for n in again])
-                for n, res in zip(again, self.executor.run_batch(retry).reads, strict=True):
-                    self._feed_jobs(self._cache[n], res)
-
+        if again:
+            # New runs' jobs.jsonl, and restarted readers: one more batch.
+            retry = Batch(reads=[self._cache[n].jobs_reader.request() for n in again])
+            for n, res in zip(again, self.executor.run_batch(retry).reads, strict=True):
+                self._feed_jobs(self._cache[n], res)
         out: list[RunInfo] = []
         for n in names:
             c = self._cache.get(n)
