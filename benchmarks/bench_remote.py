@@ -8,21 +8,35 @@ A "refresh" is what the app does every few seconds: an ``squeue``-like and a
 ``sacct``-like command (here ``cat`` of captured outputs, so both sides pay only the
 executor's overhead, not Slurm's) plus N file reads (a run's log tail each).
 
+The facade part times what the app really calls, ``Cluster.refresh(follow=<one run>)``,
+on one store of N run directories written in the real formats (spec.json, jobs.jsonl,
+metrics.csv, progress.jsonl, run.json, a log), as runs mid-training leave them, so
+every run's files are polled each time (the worst case: finished runs stop being read).
+Both clusters share the store: one over ``LocalExecutor``, one over ``SSHExecutor``.
+Scheduler ``local`` is the embedded LocalScheduler (its poll is in-process on both
+sides, so the ratio is the executor's alone); ``--slurm`` adds SlurmScheduler on the
+real test cluster (``tests/fixtures/slurm_cluster.py``, brought up unless already up;
+the SSH side reaches it through an sshd whose sessions get ``SLURM_CONF``): then each
+refresh also runs a real ``squeue`` and ``sacct -j <N ids>`` on both sides.
+
     sudo .venv/bin/python benchmarks/bench_remote.py [--iterations 30] [--json out.json]
+        [--facade-runs 50,200] [--slurm]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +44,18 @@ import paramiko
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.fixtures import slurm_cluster as test_cluster
 from tests.fixtures.sshd import SshEnv, skip_reason, sshd_environment
+from tests.integration.story import tiny_spec
 
-from ddp_tui.remote.executor import Batch, Executor, FileRead, LocalExecutor
+from ddp_tui import __version__
+from ddp_tui.config import Profile
+from ddp_tui.remote.cluster import Cluster
+from ddp_tui.remote.executor import Batch, BatchResult, Executor, FileRead, LocalExecutor
+from ddp_tui.remote.local import LocalScheduler
+from ddp_tui.remote.runs import RunStore, new_run_id
+from ddp_tui.remote.scheduler import Scheduler
+from ddp_tui.remote.slurm import SlurmScheduler
 from ddp_tui.remote.ssh import SSHExecutor
 from ddp_tui.remote.ssh_batch import BatchHelper
 
@@ -191,24 +214,251 @@ def bench_follow(env: SshEnv, ex: SSHExecutor, total_mb: int, poll_bytes: int) -
     }
 
 
+METRICS_HEADER = (
+    "epoch,train_loss,train_acc,val_loss,val_acc,val_mae,val_rmse,lr,epoch_time_sec,"
+    "throughput_samples_per_sec,data_load_time_sec,compute_time_sec,gpu_mem_peak_mib,"
+    "gpu_util_avg,cpu_util_avg,world_size,mfu\n"
+)
+
+
+def make_run_store(root: Path, count: int) -> list[str]:
+    """``count`` run directories of runs in their third epoch, in the real file formats
+    (job ids 900000+: unknown to any scheduler, so no run is ever final)."""
+    root.mkdir(parents=True)
+    spec = tiny_spec(name="bench", nodes=2, partition="debug").to_dict()
+    ids = []
+    for i in range(count):
+        run_id = new_run_id(f"bench{i}")
+        run = root / run_id
+        run.mkdir()
+        job = 900000 + i
+        doc: dict[str, Any] = {"spec": spec, "ddp_tui_version": __version__}
+        doc.update({"created_at": "2026-11-21T09:00:00Z", "group": None, "run_id": run_id})
+        (run / "spec.json").write_text(json.dumps(doc, indent=2) + "\n")
+        (run / "job.sbatch").write_text("#!/bin/bash\necho bench\n")
+        attempt = {"job_id": str(job), "scheduler": "slurm", "retry_of": None, "attempt": 1}
+        (run / "jobs.jsonl").write_text(json.dumps(attempt) + "\n")
+        (run / "metrics.csv").write_text(
+            METRICS_HEADER
+            + "".join(
+                f"{e},{1 / e:.4f},0.{e}5,{1.1 / e:.4f},0.{e}1,,,0.05,2.5,1600,0.1,2.3,,,55,2,\n"
+                for e in (1, 2)
+            )
+        )
+        (run / "progress.jsonl").write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "time": 1.7e9 + s,
+                        "epoch": 3,
+                        "step": s,
+                        "steps_per_epoch": 16,
+                        "loss": 0.3,
+                        "samples_per_sec": 1600.0,
+                    }
+                )
+                + "\n"
+                for s in range(1, 9)
+            )
+        )
+        (run / "run.json").write_text(
+            json.dumps(
+                {
+                    "state": "running",
+                    "world_size": 2,
+                    "backend": "gloo",
+                    "hosts": ["n1", "n2"],
+                    "job_id": str(job),
+                    "epochs": 4,
+                }
+            )
+        )
+        (run / f"slurm-{job}.out").write_text(
+            "".join(f"epoch 3 step {s} loss 0.{s:04d}\n" for s in range(120))
+        )
+        (run / f"slurm-{job}.err").write_text("")
+        ids.append(run_id)
+    return sorted(ids)
+
+
+class CountingLocal(LocalExecutor):
+    """LocalExecutor that counts batches (the local side's "round trips")."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+
+    def run_batch(self, batch: Batch, *, timeout: float = 60.0) -> BatchResult:
+        self.batches += 1
+        return super().run_batch(batch, timeout=timeout)
+
+
+def bench_facade(
+    env: SshEnv,
+    make_ssh: Callable[[str], SSHExecutor],
+    sizes: list[int],
+    iterations: int,
+    schedulers: dict[str, str],
+) -> list[dict[str, Any]]:
+    """``Cluster.refresh(follow=first run)`` over SSH and locally on the same store.
+
+    ``schedulers`` maps "local"/"slurm" to the SSH alias to use for it."""
+    rows = []
+    counter = ExecCounter()
+    try:
+        for kind, alias in schedulers.items():
+            for n in sizes:
+                root = env.home / f"facade-{kind}-{n}"
+                shutil.rmtree(root, ignore_errors=True)
+                ids = make_run_store(root, n)
+                chown_tree(root, env.user)
+                with contextlib.ExitStack() as stack:
+                    rows.append(
+                        _bench_facade_one(
+                            stack, kind, alias, root, ids, make_ssh, counter, iterations
+                        )
+                    )
+                shutil.rmtree(root, ignore_errors=True)
+    finally:
+        counter.restore()
+    return rows
+
+
+def _bench_facade_one(
+    stack: contextlib.ExitStack,
+    kind: str,
+    alias: str,
+    root: Path,
+    ids: list[str],
+    make_ssh: Callable[[str], SSHExecutor],
+    counter: ExecCounter,
+    iterations: int,
+) -> dict[str, Any]:
+    local_ex = CountingLocal()
+    ssh_ex = make_ssh(alias)
+    stack.callback(ssh_ex.close)
+
+    def scheduler(ex: Executor) -> Scheduler:
+        if kind == "slurm":
+            return SlurmScheduler(ex)
+        state = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-local-sched-"))
+        return LocalScheduler(state)
+
+    profile = Profile()
+    clusters = {
+        "local": Cluster(
+            local_ex,
+            scheduler(local_ex),
+            RunStore(local_ex, str(root)),
+            profile=profile,
+            location="local",
+        ),
+        "ssh": Cluster(
+            ssh_ex,
+            scheduler(ssh_ex),
+            RunStore(ssh_ex, str(root)),
+            profile=profile,
+            location=ssh_ex.description,
+        ),
+    }
+    follow = ids[0]
+    shown: dict[str, list[tuple[object, ...]]] = {}
+    for name, c in clusters.items():
+        c.refresh()  # first sight: spec.json, jobs.jsonl and every file from byte 0
+        c.refresh(follow=follow)  # opening the run reads its log
+        snap = c.refresh(follow=follow)
+        assert snap.error is None, f"{name}: {snap.error}"
+        shown[name] = [
+            (v.run_id, v.state, v.epochs_done, v.last_train_loss, v.hosts) for v in snap.runs
+        ]
+    assert shown["local"] == shown["ssh"], "the two clusters show different runs"
+    assert len(shown["local"]) == len(ids)
+
+    steady = 5
+    trips, execs, batches = ssh_ex.round_trips, counter.count, local_ex.batches
+    calls = 0
+    for _ in range(steady):
+        calls = clusters["ssh"].refresh(follow=follow).scheduler_calls
+        clusters["local"].refresh(follow=follow)
+    row: dict[str, Any] = {
+        "scheduler": kind,
+        "runs": len(ids),
+        "scheduler_commands_per_refresh": calls,
+        "ssh_round_trips_per_refresh": (ssh_ex.round_trips - trips) / steady,
+        "ssh_execs_per_refresh": (counter.count - execs) / steady,
+        "local_batches_per_refresh": (local_ex.batches - batches) / steady,
+    }
+    samples: dict[str, list[float]] = {name: [] for name in clusters}
+    for _ in range(iterations):  # interleaved: machine noise hits both alike
+        for name, c in clusters.items():
+            start = time.perf_counter()
+            c.refresh(follow=follow)
+            samples[name].append((time.perf_counter() - start) * 1000)
+    for name, values in samples.items():
+        row[f"{name}_ms"] = round(statistics.median(values), 2)
+        row[f"{name}_p90_ms"] = round(sorted(values)[int(0.9 * (len(values) - 1))], 2)
+    row["ratio"] = round(row["ssh_ms"] / row["local_ms"], 2)
+    return row
+
+
+@contextlib.contextmanager
+def slurm_test_cluster() -> Iterator[test_cluster.SlurmCluster]:
+    """The Slurm test cluster: the one up already (left up), else a fresh one (torn down);
+    SLURM_CONF points at it meanwhile."""
+    reason = test_cluster.skip_reason()
+    if reason:
+        raise RuntimeError(reason)
+    with test_cluster.cluster_lock():
+        cluster = test_cluster.current()
+        reuse = cluster is not None and test_cluster.started_by_hand() and cluster.healthy()
+        if not reuse:
+            cluster = test_cluster.bring_up()
+        assert cluster is not None
+        old = os.environ.get("SLURM_CONF")
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+        try:
+            yield cluster
+        finally:
+            if old is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = old
+            if not reuse:
+                test_cluster.tear_down(cluster)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--follow-mb", type=int, default=64)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--facade-runs", default="50,200", help="run directories in the facade benchmark"
+    )
+    parser.add_argument(
+        "--slurm", action="store_true", help="facade benchmark also with the real Slurm cluster"
+    )
     args = parser.parse_args()
+    sizes = [int(x) for x in args.facade_runs.split(",") if x.strip()]
     reason = skip_reason()
     if reason is not None:
         print(f"cannot run: {reason}", file=sys.stderr)
         return 2
-    with sshd_environment() as env:
+    with contextlib.ExitStack() as outer:
+        slurm = outer.enter_context(slurm_test_cluster()) if args.slurm else None
+        env = outer.enter_context(sshd_environment())
         workdir = env.workdir()
         config = workdir / "config"
-        config.write_text(env.host_block("bench", env.target))
+        blocks = [env.host_block("bench", env.target)]
+        schedulers = {"local": "bench"}
+        if slurm is not None:
+            login = env.start_server("login", f"SetEnv SLURM_CONF={slurm.conf}")
+            blocks.append(env.host_block("login", login))
+            schedulers["slurm"] = "login"
+        config.write_text("\n".join(blocks))
 
-        def make(helper: BatchHelper) -> SSHExecutor:
+        def make(helper: BatchHelper, alias: str = "bench") -> SSHExecutor:
             return SSHExecutor(
-                "bench",
+                alias,
                 prompter=AcceptAll(),
                 ssh_config_path=str(config),
                 known_hosts_path=str(workdir / "known_hosts"),
@@ -229,6 +479,9 @@ def main() -> int:
                 bench_follow(env, ssh["ssh_persistent"], args.follow_mb, poll)
                 for poll in (1024 * 1024, 64 * 1024)
             ]
+            facade = bench_facade(
+                env, lambda alias: make("auto", alias), sizes, args.iterations, schedulers
+            )
         finally:
             for ex in ssh.values():
                 ex.close()
@@ -238,6 +491,7 @@ def main() -> int:
         "connect_ms": connect_ms,
         "refresh": refresh,
         "follow_sftp": follow,
+        "facade_refresh": facade,
     }
     print(
         f"connect + authenticate: {connect_ms} ms  (cpus {os.cpu_count()}, "
@@ -261,6 +515,21 @@ def main() -> int:
             f"follow over SFTP, {f['poll_bytes'] // 1024} KiB per poll: {f['megabytes']} MB in "
             f"{f['seconds']} s = {f['mb_per_s']} MB/s ({f['polls']} polls, "
             f"{f['ms_per_poll']} ms each)"
+        )
+    print(
+        "Cluster.refresh(follow=one run), N runs mid-training, both clusters on one store; "
+        f"median (p90) ms over {args.iterations} interleaved runs"
+    )
+    print(f"{'scheduler':>9} {'N':>4} {'local':>16} {'ssh':>16} {'ratio':>6}  per refresh")
+    for row in facade:
+        print(
+            f"{row['scheduler']:>9} {row['runs']:>4} "
+            f"{row['local_ms']:>7} ({row['local_p90_ms']:>6}) "
+            f"{row['ssh_ms']:>7} ({row['ssh_p90_ms']:>6}) {row['ratio']:>5}x  "
+            f"{row['ssh_round_trips_per_refresh']:g} SSH round trip(s), "
+            f"{row['ssh_execs_per_refresh']:g} exec, "
+            f"{row['scheduler_commands_per_refresh']} scheduler command(s); "
+            f"local: {row['local_batches_per_refresh']:g} batch(es)"
         )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

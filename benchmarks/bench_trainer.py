@@ -129,7 +129,7 @@ def plain_worker(cfg: argparse.Namespace) -> None:
     model = build_model(cfg.model, shape, cfg.classes).to(device)
     ddp = DDP(model, device_ids=[local_rank] if cfg.gpu else None)
     data = SyntheticClassification(cfg.samples, shape, cfg.classes, seed=0, split=0)
-    sampler = DistributedSampler(data, shuffle=True, seed=0)
+    sampler: DistributedSampler[int] = DistributedSampler(data, shuffle=True, seed=0)
     loader = DataLoader(
         data,
         batch_size=cfg.batch_size,
@@ -153,12 +153,12 @@ def plain_worker(cfg: argparse.Namespace) -> None:
             if cfg.gpu:
                 with torch.autocast("cuda", dtype=torch.float16):
                     loss = F.cross_entropy(ddp(x), y)
-                scaler.scale(loss).backward()
+                scaler.scale(loss).backward()  # type: ignore[no-untyped-call]
                 scaler.step(opt)
                 scaler.update()
             else:
                 loss = F.cross_entropy(ddp(x), y)
-                loss.backward()
+                loss.backward()  # type: ignore[no-untyped-call]
                 opt.step()
             seen += y.shape[0]
         if cfg.gpu:
@@ -172,6 +172,7 @@ def plain_worker(cfg: argparse.Namespace) -> None:
         rates.append(float(total.item() / elapsed.item()))
     if rank == 0:
         Path(cfg.out).write_text(json.dumps({"samples_per_sec": rates, "world_size": world}))
+    dist.barrier()  # nobody tears down while a peer still talks (gloo aborts on a reset)
     dist.destroy_process_group()
 
 

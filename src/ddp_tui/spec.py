@@ -48,7 +48,8 @@ DEVICES: Final = ("cuda", "cpu")
 LR_SCALINGS: Final = ("none", "linear")
 OPTIMIZERS: Final = ("sgd", "adamw")
 SCHEDULES: Final = ("none", "step", "cosine")
-PRECISIONS: Final = ("off", "bf16", "fp16")
+#: "auto": bf16 autocast on a GPU that supports it, fp32 on the CPU (the trainer decides).
+PRECISIONS: Final = ("auto", "off", "bf16", "fp16")
 BUILTIN_DATASETS: Final = (
     "synthetic",
     "mnist",
@@ -209,7 +210,7 @@ class ExperimentSpec:
     optimizer: str = "sgd"
     schedule: str = "cosine"
     warmup_epochs: int = 0
-    precision: str = "off"
+    precision: str = "auto"
     workers: int = 2
     seed: int = 0
     max_steps_per_epoch: int | None = None

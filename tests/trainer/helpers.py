@@ -50,9 +50,7 @@ TINY = (
 def trainer_env(**extra: str) -> dict[str, str]:
     """The environment for a trainer process: src on the path, one thread, no launcher vars."""
     env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("SLURM_") and k not in _LAUNCH_VARS
+        k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k not in _LAUNCH_VARS
     }
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")

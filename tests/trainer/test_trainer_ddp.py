@@ -82,12 +82,17 @@ def test_metrics_csv_has_the_contract_columns_every_epoch(reference: tuple[Path,
         # No GPU here: GPU columns and MFU stay empty; regression columns too.
         for empty in ("gpu_mem_peak_mib", "gpu_util_avg", "mfu", "val_mae", "val_rmse"):
             assert row[empty] == "", empty
-    progress = [
-        json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()
-    ]
+    progress = [json.loads(line) for line in (run_dir / "progress.jsonl").read_text().splitlines()]
     assert len(progress) == 2 * STEPS_PER_EPOCH  # --progress-every 1
     assert progress[-1]["epoch"] == 2 and progress[-1]["step"] == progress[-1]["steps_per_epoch"]
-    assert set(progress[0]) == {"time", "epoch", "step", "steps_per_epoch", "loss", "samples_per_sec"}
+    assert set(progress[0]) == {
+        "time",
+        "epoch",
+        "step",
+        "steps_per_epoch",
+        "loss",
+        "samples_per_sec",
+    }
 
 
 def test_run_json_records_the_world(reference: tuple[Path, str]) -> None:
@@ -237,7 +242,9 @@ def test_preflight_names_the_rank_and_host_that_does_not_answer(tmp_path: Path) 
     """Rank 1 joins the world, then stalls (DDP_TUI_FAKE_STALL_RANK: a hang cannot be produced
     on cue, so this one is faked and named so)."""
     proc = run(
-        torchrun_argv("ddp_tui.trainer.preflight", ["--run-dir", str(tmp_path), "--timeout-sec", "3"]),
+        torchrun_argv(
+            "ddp_tui.trainer.preflight", ["--run-dir", str(tmp_path), "--timeout-sec", "3"]
+        ),
         DDP_TUI_FAKE_STALL_RANK="1",
     )
     assert proc.returncode != 0, explain(proc)
@@ -252,7 +259,15 @@ def test_a_rendezvous_that_fails_names_address_port_and_causes(tmp_path: Path) -
     """Rank 0 of 2 alone: its partner never starts."""
     port = free_port()
     proc = run(
-        [sys.executable, "-m", "ddp_tui.trainer.preflight", "--run-dir", str(tmp_path), "--timeout-sec", "2"],
+        [
+            sys.executable,
+            "-m",
+            "ddp_tui.trainer.preflight",
+            "--run-dir",
+            str(tmp_path),
+            "--timeout-sec",
+            "2",
+        ],
         RANK="0",
         WORLD_SIZE="2",
         MASTER_ADDR="127.0.0.1",
@@ -336,7 +351,9 @@ def test_tabular_regression_reports_mae_and_rmse(tmp_path: Path) -> None:
     assert run_json(run_dir)["task"] == "regression"
 
 
-def _tiny_imagenet(root: Path, classes: int = 3, per_class: int = 12, val_per_class: int = 3) -> int:
+def _tiny_imagenet(
+    root: Path, classes: int = 3, per_class: int = 12, val_per_class: int = 3
+) -> int:
     """A TinyImageNet-shaped tree: train/<wnid>/images/*.JPEG, val/images + val_annotations.txt."""
     from PIL import Image
 

@@ -94,22 +94,14 @@ def test_flops_are_counted_for_known_models() -> None:
     assert flops == 6 * (first + rest) - 2 * first
 
 
-def _write_npy(arr: list[list[float]] | list[float], fortran: bool = False) -> bytes:
+def _npy(flat: list[float], shape: tuple[int, ...], fortran: bool = False) -> bytes:
+    """A version-1 ``.npy`` of float64 values, written by hand (``flat`` in storage order)."""
     import struct
 
-    rows = arr if isinstance(arr[0], list) else [arr]
-    shape = (len(rows), len(rows[0])) if isinstance(arr[0], list) else (len(arr),)
-    flat: list[float]
-    if isinstance(arr[0], list):
-        cols = list(zip(*rows, strict=True))
-        flat = [v for c in cols for v in c] if fortran else [v for r in rows for v in r]  # type: ignore[misc]
-    else:
-        flat = list(arr)  # type: ignore[arg-type]
     header = f"{{'descr': '<f8', 'fortran_order': {fortran}, 'shape': {shape}, }}".encode()
     header += b" " * (63 - (len(header) + 10) % 64) + b"\n"
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + struct.pack(
-        f"<{len(flat)}d", *flat
-    )
+    body = struct.pack(f"<{len(flat)}d", *flat)
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + body
 
 
 def test_npz_columns_are_read_without_numpy(tmp_path: Path) -> None:
@@ -117,8 +109,9 @@ def test_npz_columns_are_read_without_numpy(tmp_path: Path) -> None:
 
     path = tmp_path / "train.npz"
     with zipfile.ZipFile(path, "w") as z:
-        z.writestr("speed.npy", _write_npy([1.0, 2.0, 3.0, 4.0, 5.0]))
-        z.writestr("X.npy", _write_npy([[1.0, 10.0], [2, 20], [3, 30], [4, 40], [5, 50]], True))
+        z.writestr("speed.npy", _npy([1.0, 2.0, 3.0, 4.0, 5.0], (5,)))
+        # X = [[1, 10], [2, 20], ...] in Fortran (column-major) order.
+        z.writestr("X.npy", _npy([1, 2, 3, 4, 5, 10, 20, 30, 40, 50], (5, 2), fortran=True))
     table = read_npz(path)
     assert set(table.columns) == {"speed", "X[0]", "X[1]"}
     assert table.columns["X[1]"].tolist() == [10.0, 20.0, 30.0, 40.0, 50.0]
@@ -139,7 +132,12 @@ def test_tabular_directory_split_and_bad_target(tmp_path: Path) -> None:
     (tmp_path / "train.csv").write_text("id,a,b,y\nx1,1,2,3\nx2,2,,5\nx3,3,4,7\n")
     (tmp_path / "val.csv").write_text("id,a,b,y\nv1,4,5,9\n")
     data = load_tabular(tmp_path, "y", seed=0)
-    assert (len(data.train), len(data.val), data.features, data.dropped) == (3, 1, ["a", "b"], ["id"])
+    assert (len(data.train), len(data.val), data.features, data.dropped) == (
+        3,
+        1,
+        ["a", "b"],
+        ["id"],
+    )
     assert not data.train.x.isnan().any()  # the empty cell took the training mean
     with pytest.raises(UsageError) as info:
         load_tabular(tmp_path, "id", seed=0)
@@ -164,3 +162,50 @@ def test_imagefolder_with_class_folders_in_train_and_val(tmp_path: Path) -> None
     assert data.val is not None
     x, y = data.val[0]
     assert tuple(x.shape) == (3, 8, 8) and y == 1
+
+
+USER_CODE = """
+import torch
+from torch.utils.data import TensorDataset
+
+
+def make_model(num_classes, input_shape):
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(input_shape[0], num_classes))
+
+
+def make_data(data_root, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(96, 4, generator=g)
+    y = (x[:, 0] > 0).long()
+    return TensorDataset(x[:64], y[:64]), TensorDataset(x[64:], y[64:]), 2
+"""
+
+
+def test_users_own_model_and_dataset_train_in_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import signal
+
+    from ddp_tui.trainer.__main__ import main
+
+    (tmp_path / "my_experiment.py").write_text(USER_CODE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for var in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(var, raising=False)
+    argv = [
+        "--run-dir", str(tmp_path / "run"), "--model", "my_experiment:make_model",
+        "--dataset", "my_experiment:make_data", "--epochs", "3", "--batch-size", "16",
+        "--lr", "0.5", "--workers", "0",
+    ]  # fmt: skip
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGTERM)}
+    try:
+        code = main(argv)
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    assert code == 0, capsys.readouterr()
+    with (tmp_path / "run" / "metrics.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["epoch"] for r in rows] == ["1", "2", "3"]
+    assert float(rows[-1]["val_acc"]) > 0.8  # the label is the sign of the first feature
+    assert "rank 0/1" in capsys.readouterr().out

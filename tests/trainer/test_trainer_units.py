@@ -100,8 +100,15 @@ def test_srun_respects_explicit_master_addr_and_port() -> None:
     assert detect(env).rendezvous == "10.0.0.5:31000"
 
 
-def test_batch_script_without_srun_runs_single_and_warns(capsys: pytest.CaptureFixture[str]) -> None:
-    env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "n1"}
+def test_batch_script_without_srun_runs_single_and_warns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    env = {
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "4",
+        "SLURM_JOB_ID": "5",
+        "SLURM_JOB_NODELIST": "n1",
+    }
     e = detect(env)
     assert (e.launcher, e.world_size, e.distributed) == ("single", 1, False)
     assert "not started by srun" in capsys.readouterr().err
@@ -169,15 +176,16 @@ def test_defaults_follow_the_contract() -> None:
 
 
 def test_contract_flags_all_parse() -> None:
-    cfg = parse_args(
+    argv = (
         "--run-dir r --model resnet18 --dataset cifar10 --data-root /d --download --target y "
         "--num-classes 10 --synthetic-samples 5 --synthetic-val-samples 0 --synthetic-shape 3,8,8 "
         "--epochs 2 --batch-size 4 --lr 0.1 --lr-scaling linear --base-batch-size 128 "
         "--optimizer adamw --momentum 0.8 --weight-decay 0.01 --schedule step --warmup-epochs 1 "
         "--step-size 2 --gamma 0.5 --precision bf16 --no-channels-last --compile --grad-accum 2 "
         "--workers 3 --seed 4 --backend gloo --timeout-sec 30 --ckpt-every-steps 10 "
-        "--progress-every 5 --max-steps-per-epoch 7".split()
+        "--progress-every 5 --max-steps-per-epoch 7"
     )
+    cfg = parse_args(argv.split())
     assert cfg.channels_last is False and cfg.compile and cfg.download
     assert (cfg.schedule, cfg.precision, cfg.grad_accum, cfg.max_steps_per_epoch) == (
         "step", "bf16", 2, 7,

@@ -104,8 +104,11 @@ def test_compose_inline_errors(snap_compare: Any) -> None:
         screen.query_one("#f-nodes", Input).value = "zero"
         screen.query_one("#f-time_limit", Input).value = "2 hours"
         await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: bool(screen.errors), "inline errors")
-        await asyncio.sleep(0.6)  # the live preview re-validates after a pause
+        # The partition's limit comes from the cluster-aware pass of the preview worker.
+        await wait_until(pilot, lambda: "gpus_per_node" in screen.errors, "the partition limit")
+        previews = lambda: [w for w in pilot.app.workers if w.group == "preview" and w.is_running]  # noqa: E731
+        await wait_until(pilot, lambda: not previews(), "the previews to finish")
+        await asyncio.sleep(0.3)
         await pilot.pause()
 
     assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)

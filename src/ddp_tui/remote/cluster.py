@@ -209,7 +209,15 @@ class Cluster:
         if host:
             from ddp_tui.remote.ssh import SSHExecutor
 
-            executor = SSHExecutor(host, prompter=prompter, state_callback=state_callback)
+            ssh = SSHExecutor(host, prompter=prompter, state_callback=state_callback)
+            try:
+                # Now, so that a wrong alias, port or key says so (the Slurm probe below
+                # would swallow it and report "no Slurm" instead).
+                ssh.connect()
+            except BaseException:
+                ssh.close()
+                raise
+            executor = ssh
         else:
             executor = LocalExecutor()
         kind = profile.scheduler

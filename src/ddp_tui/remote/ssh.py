@@ -187,9 +187,15 @@ class _Connection:
         self.closed.set()
         self.drop_sftp()
         self.drop_batch_server()
-        for transport in reversed(self.transports):
+        for hop, transport in reversed(list(enumerate(self.transports))):
             with contextlib.suppress(Exception):
                 transport.close()
+            if hop and transport is not threading.current_thread():
+                # A hop behind a jump host ends its thread by closing its channel on the
+                # jump's transport: closing that transport first makes the thread die
+                # with an unhandled EOFError (printed on stderr).
+                with contextlib.suppress(RuntimeError):
+                    transport.join(2.0)
 
 
 class _HelperGone(Exception):

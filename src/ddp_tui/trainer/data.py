@@ -34,16 +34,36 @@ class DataBundle:
     description: str = ""
 
 
-def _class_patterns(classes: int, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
-    """One unit-variance pattern per class; smooth (upsampled 4x4 noise) for images, so that
-    convolutions and pooling keep the signal, as with real pictures."""
-    if len(shape) != 3 or min(shape[1:]) <= 4:
-        return torch.randn((classes, *shape), generator=gen)
-    coarse = torch.randn((classes, shape[0], 4, 4), generator=gen)
-    fine = torch.nn.functional.interpolate(
-        coarse, size=shape[1:], mode="bilinear", align_corners=False
-    )
-    return fine / fine.std(dim=(1, 2, 3), keepdim=True)
+class ClassPatterns:
+    """One unit-variance pattern per class: smooth (upsampled 4x4 noise) for images, so that
+    convolutions and pooling keep the signal, as with real pictures.
+
+    The table is kept when it is small; for many classes of large images (1000 x 3x224x224 would
+    be 600 MB per process) each pattern is upsampled on access instead.
+    """
+
+    MAX_TABLE_BYTES = 256 * 2**20
+
+    def __init__(self, classes: int, shape: tuple[int, ...], gen: torch.Generator) -> None:
+        self.shape = shape
+        self.table: torch.Tensor | None = None
+        if len(shape) != 3 or min(shape[1:]) <= 4:
+            self.table = torch.randn((classes, *shape), generator=gen)
+            return
+        self.coarse = torch.randn((classes, shape[0], 4, 4), generator=gen)
+        if classes * math.prod(shape) * 4 <= self.MAX_TABLE_BYTES:
+            self.table = self._upsample(self.coarse)
+
+    def _upsample(self, coarse: torch.Tensor) -> torch.Tensor:
+        fine = torch.nn.functional.interpolate(
+            coarse, size=self.shape[1:], mode="bilinear", align_corners=False
+        )
+        return fine / fine.std(dim=(1, 2, 3), keepdim=True)
+
+    def __getitem__(self, label: int) -> torch.Tensor:
+        if self.table is not None:
+            return self.table[label]
+        return self._upsample(self.coarse[label : label + 1])[0]
 
 
 class SyntheticClassification(Dataset[tuple[torch.Tensor, int]]):
@@ -61,7 +81,7 @@ class SyntheticClassification(Dataset[tuple[torch.Tensor, int]]):
         self, samples: int, shape: tuple[int, ...], num_classes: int, seed: int, split: int
     ) -> None:
         shared = torch.Generator().manual_seed(1_000_003 * seed + 17)
-        self.patterns = _class_patterns(num_classes, shape, shared)
+        self.patterns = ClassPatterns(num_classes, shape, shared)
         own = torch.Generator().manual_seed(1_000_003 * seed + 101 + split)
         self.labels: list[int] = torch.randint(num_classes, (samples,), generator=own).tolist()
         bank = max(1, min(samples, self.BANK_BYTES // (4 * math.prod(shape))))

@@ -6,10 +6,13 @@ thread and the worker blocks on a queue until the user answers.
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual.screen import ModalScreen
+from textual.worker import NoActiveWorker, get_current_worker
 
 from ddp_tui.tui.modals import HostKeyModal, PromptField, PromptModal
 
@@ -40,12 +43,27 @@ class TuiPrompter:
 
         try:
             self.app.call_from_thread(push)
-            return answers.get(timeout=self.timeout)
-        except queue.Empty:
-            self.app.call_from_thread(modal.dismiss, None)
-            return None
         except RuntimeError as error:  # asked on the app's thread, or the app has exited
             raise PromptUnavailable(str(error)) from error
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while True:
+            try:
+                return answers.get(timeout=0.2)
+            except queue.Empty:
+                pass
+            # Give up when the app quits (its exit waits for this thread) or on timeout.
+            if self._abandoned() or (deadline is not None and time.monotonic() > deadline):
+                with contextlib.suppress(Exception):  # gone already, or not on top
+                    self.app.call_from_thread(modal.dismiss, None)
+                return None
+
+    def _abandoned(self) -> bool:
+        if not self.app.is_running:
+            return True
+        try:
+            return get_current_worker().is_cancelled
+        except NoActiveWorker:  # paramiko's own thread (keyboard-interactive)
+            return False
 
     def confirm_host_key(self, host: str, port: int, key_type: str, fingerprint: str) -> bool:
         """Trust an unknown host key? ``fingerprint`` is ``SHA256:...``."""
