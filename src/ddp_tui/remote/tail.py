@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import csv
 import json
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from ddp_tui.remote.executor import Batch, Executor, FileRead, ReadResult
+
+T = TypeVar("T")
 
 #: Bytes read per request; a reader that is further behind catches up over refreshes.
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
@@ -128,13 +130,7 @@ class IncrementalFile:
 
     def read_from(self, executor: Executor) -> list[str]:
         """Convenience for one file: read it now (re-reading once after a restart)."""
-        lines: list[str] = []
-        for _ in range(3):
-            res = executor.run_batch(Batch(reads=[self.request()])).reads[0]
-            lines = self.read_new(res)
-            if not self.needs_reread:
-                break
-        return lines
+        return _read_settled(self, executor)
 
     def _consume(self, data: bytes) -> list[str]:
         if not data:
@@ -220,14 +216,12 @@ def parse_metrics_csv(text: str) -> list[MetricsRow]:
     return rows
 
 
-class MetricsReader:
-    """``metrics.csv`` rows as they are appended; ``rows`` holds all of them so far."""
+class _ParsedFile(Generic[T]):
+    """An :class:`IncrementalFile` whose new lines are parsed into items of type T."""
 
-    def __init__(self, path: str, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
-        self.file = IncrementalFile(path, max_bytes=max_bytes)
-        self.header: list[str] | None = None
-        self.rows: list[MetricsRow] = []
-        self._generation = self.file.generation
+    def __init__(self, file: IncrementalFile) -> None:
+        self.file = file
+        self._generation = file.generation
 
     @property
     def generation(self) -> int:
@@ -240,13 +234,37 @@ class MetricsReader:
     def request(self) -> FileRead:
         return self.file.request()
 
-    def read_new(self, result: ReadResult) -> list[MetricsRow]:
-        """Rows that ``result`` adds. After a restart ``rows`` starts again from empty."""
+    def read_new(self, result: ReadResult) -> list[T]:
+        """Items that ``result`` adds; after a restart the kept state starts again."""
         lines = self.file.read_new(result)
         if self.file.generation != self._generation:
             self._generation = self.file.generation
-            self.header = None
-            self.rows = []
+            self._restart()
+        return self._parse(lines)
+
+    def read_from(self, executor: Executor) -> list[T]:
+        return _read_settled(self, executor)
+
+    def _restart(self) -> None:
+        raise NotImplementedError
+
+    def _parse(self, lines: list[str]) -> list[T]:
+        raise NotImplementedError
+
+
+class MetricsReader(_ParsedFile[MetricsRow]):
+    """``metrics.csv`` rows as they are appended; ``rows`` holds all of them so far."""
+
+    def __init__(self, path: str, *, max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
+        super().__init__(IncrementalFile(path, max_bytes=max_bytes))
+        self.header: list[str] | None = None
+        self.rows: list[MetricsRow] = []
+
+    def _restart(self) -> None:
+        self.header = None
+        self.rows = []
+
+    def _parse(self, lines: list[str]) -> list[MetricsRow]:
         new: list[MetricsRow] = []
         for line in lines:
             if self.header is None:
@@ -259,17 +277,8 @@ class MetricsReader:
         self.rows.extend(new)
         return new
 
-    def read_from(self, executor: Executor) -> list[MetricsRow]:
-        new: list[MetricsRow] = []
-        for _ in range(3):
-            res = executor.run_batch(Batch(reads=[self.request()])).reads[0]
-            new = self.read_new(res)
-            if not self.needs_reread:
-                break
-        return new
 
-
-class JsonLinesReader:
+class JsonLinesReader(_ParsedFile[dict[str, Any]]):
     """JSON objects from a ``.jsonl`` file; malformed lines and non-objects are skipped."""
 
     def __init__(
@@ -279,40 +288,36 @@ class JsonLinesReader:
         max_bytes: int | None = DEFAULT_MAX_BYTES,
         tail_bytes: int | None = None,
     ) -> None:
-        self.file = IncrementalFile(path, max_bytes=max_bytes, tail_bytes=tail_bytes)
+        super().__init__(IncrementalFile(path, max_bytes=max_bytes, tail_bytes=tail_bytes))
         #: The newest object read so far.
         self.latest: dict[str, Any] | None = None
-        self._generation = self.file.generation
 
-    @property
-    def generation(self) -> int:
-        return self.file.generation
+    def _restart(self) -> None:
+        self.latest = None
 
-    @property
-    def needs_reread(self) -> bool:
-        return self.file.needs_reread
-
-    def request(self) -> FileRead:
-        return self.file.request()
-
-    def read_new(self, result: ReadResult) -> list[dict[str, Any]]:
-        lines = self.file.read_new(result)
-        if self.file.generation != self._generation:
-            self._generation = self.file.generation
-            self.latest = None
+    def _parse(self, lines: list[str]) -> list[dict[str, Any]]:
         out = parse_json_lines(lines)
         if out:
             self.latest = out[-1]
         return out
 
-    def read_from(self, executor: Executor) -> list[dict[str, Any]]:
-        new: list[dict[str, Any]] = []
-        for _ in range(3):
-            res = executor.run_batch(Batch(reads=[self.request()])).reads[0]
-            new = self.read_new(res)
-            if not self.needs_reread:
-                break
-        return new
+
+class _Settling(Protocol[T]):
+    @property
+    def needs_reread(self) -> bool: ...
+    def request(self) -> FileRead: ...
+    def read_new(self, result: ReadResult) -> list[T]: ...
+
+
+def _read_settled(reader: _Settling[T], executor: Executor) -> list[T]:
+    """Read one file now, once more after a restart (at most three reads)."""
+    new: list[T] = []
+    for _ in range(3):
+        res = executor.run_batch(Batch(reads=[reader.request()])).reads[0]
+        new = reader.read_new(res)
+        if not reader.needs_reread:
+            break
+    return new
 
 
 def parse_json_lines(lines: list[str]) -> list[dict[str, Any]]:
