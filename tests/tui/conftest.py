@@ -39,3 +39,4 @@ async def settle(pilot: Pilot[None]) -> None:
     await wait_until(pilot, lambda: app.snapshot is not None, "the first snapshot")
     await asyncio.sleep(0.3)
     await pilot.pause()
+    await pilot.wait_for_scheduled_animations()

@@ -216,7 +216,7 @@ class FakeCluster:
     def render_script(self, spec: ExperimentSpec, run_dir: str | None = None) -> str:
         return render_training(spec, run_dir or f"/home/user/ddp-tui-runs/RUN_ID-{spec.name}")
 
-    def refresh(self) -> Snapshot:
+    def refresh(self, follow: str | None = None) -> Snapshot:
         return Snapshot(
             taken_at=NOW,
             runs=tuple(self.runs),

@@ -169,3 +169,47 @@ async def test_story_compose_submit_follow_cancel_retry_complete(tmp_path: Path)
     async with app.run_test(size=SIZE) as pilot:
         await connected(pilot, app)
         await run_story(pilot, app, name="story", nodes=1)
+
+
+async def test_sweep_compare_and_export_by_keys(tmp_path: Path) -> None:
+    """Without torch: a sweep of jobs whose python is `true` still makes a group to compare."""
+    from ddp_tui.tui.modals import SweepModal
+    from ddp_tui.tui.screens.compare import CompareScreen
+
+    app = local_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(pilot, app)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"New experiment", "enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
+        await type_into(pilot, "name", "sweep")
+        await type_into(pilot, "python", "true")
+        await type_into(pilot, "cpus_per_task", "1")
+        await pilot.press("ctrl+g")
+        await wait_until(pilot, lambda: isinstance(app.screen, SweepModal), "the sweep modal")
+        await pilot.press("end", "ctrl+u", *"1,x", "enter")
+        assert isinstance(app.screen, SweepModal)  # refused inline: not a list of sizes
+        await pilot.press("ctrl+u", *"1,2", "enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, JobsScreen), "back to Jobs", 30)
+        await wait_until(
+            pilot,
+            lambda: app.snapshot is not None and len(app.snapshot.runs) == 2,
+            "two runs",
+            30,
+        )
+        groups = {run.group for run in app.snapshot.runs}  # type: ignore[union-attr]
+        assert len(groups) == 1 and None not in groups
+        await pilot.press("s")
+        await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen), "Compare")
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        await wait_until(pilot, lambda: len(screen.rows) == 2, "a row per size", 30)
+        assert sorted(row["gpus_per_node"] for row in screen.rows) == [1, 2]  # type: ignore[type-var]
+        await pilot.press("x")
+        await wait_until(
+            pilot,
+            lambda: any((tmp_path / "runs").rglob("comparison.md")),
+            "the exported Markdown",
+            30,
+        )
+        assert any((tmp_path / "runs").rglob("comparison.csv"))

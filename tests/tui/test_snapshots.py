@@ -17,20 +17,30 @@ from tests.tui.conftest import SIZE, fake_app, settle, wait_until
 from tests.tui.fakes import FakeCluster, sample_runs
 
 
-def _jobs_screen(app: Any) -> Any:
-    from ddp_tui.tui.screens.jobs import JobsScreen
+def steady(run_before: Any) -> Any:
+    """``run_before``, then what would make a photo depend on timing: toasts (they expire
+    after seconds) and blinking cursors."""
 
-    screen = app.screen
-    assert isinstance(screen, JobsScreen)
-    return screen
+    async def wrapped(pilot: Pilot[None]) -> None:
+        await run_before(pilot)
+        pilot.app.clear_notifications()
+        for screen in pilot.app.screen_stack:  # a blinking cursor is on or off by chance
+            for widget in screen.query("Input, TextArea"):
+                widget.cursor_blink = False  # type: ignore[attr-defined]
+        await pilot.pause()
+        await pilot.wait_for_scheduled_animations()
+
+    return wrapped
 
 
 def test_jobs(snap_compare: Any) -> None:
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=settle)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(settle))
 
 
 def test_jobs_empty(snap_compare: Any) -> None:
-    assert snap_compare(fake_app(FakeCluster(runs=[])), terminal_size=SIZE, run_before=settle)
+    assert snap_compare(
+        fake_app(FakeCluster(runs=[])), terminal_size=SIZE, run_before=steady(settle)
+    )
 
 
 def test_jobs_filtered_and_finished_hidden(snap_compare: Any) -> None:
@@ -41,7 +51,7 @@ def test_jobs_filtered_and_finished_hidden(snap_compare: Any) -> None:
         await pilot.pause(0.2)
 
     # Only unfinished runs matching "sweep": none; then the status line says why.
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
 
 
 def test_jobs_controller_unreachable(snap_compare: Any) -> None:
@@ -49,7 +59,7 @@ def test_jobs_controller_unreachable(snap_compare: Any) -> None:
         connection="controller unreachable",
         error="Unable to contact slurm controller (connect failure)",
     )
-    assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=settle)
+    assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=steady(settle))
 
 
 def test_cancel_confirmation(snap_compare: Any) -> None:
@@ -58,7 +68,7 @@ def test_cancel_confirmation(snap_compare: Any) -> None:
         await pilot.press("c")
         await pilot.pause(0.2)
 
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
 
 
 def test_verify_checklist(snap_compare: Any) -> None:
@@ -67,7 +77,7 @@ def test_verify_checklist(snap_compare: Any) -> None:
         await pilot.press("v")
         await wait_until(pilot, lambda: len(pilot.app.screen_stack) == 2, "the checklist")
 
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
 
 
 def test_help(snap_compare: Any) -> None:
@@ -76,7 +86,7 @@ def test_help(snap_compare: Any) -> None:
         await pilot.press("question_mark")
         await pilot.pause(0.2)
 
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
 
 
 async def _open_compose(pilot: Pilot[None]) -> None:
@@ -92,7 +102,7 @@ async def _open_compose(pilot: Pilot[None]) -> None:
 
 
 def test_compose(snap_compare: Any) -> None:
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=_open_compose)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(_open_compose))
 
 
 def test_compose_inline_errors(snap_compare: Any) -> None:
@@ -110,8 +120,9 @@ def test_compose_inline_errors(snap_compare: Any) -> None:
         await wait_until(pilot, lambda: not previews(), "the previews to finish")
         await asyncio.sleep(0.3)
         await pilot.pause()
+        await pilot.wait_for_scheduled_animations()  # focusing the field scrolls the form
 
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
 
 
 def test_sweep_modal(snap_compare: Any) -> None:
@@ -120,7 +131,7 @@ def test_sweep_modal(snap_compare: Any) -> None:
         await pilot.press("ctrl+g")
         await pilot.pause(0.2)
 
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
 
 
 async def _open_detail(pilot: Pilot[None]) -> None:
@@ -139,7 +150,7 @@ async def _open_detail(pilot: Pilot[None]) -> None:
 
 
 def test_detail_logs(snap_compare: Any) -> None:
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=_open_detail)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(_open_detail))
 
 
 def test_detail_metrics_and_plots(snap_compare: Any) -> None:
@@ -148,7 +159,7 @@ def test_detail_metrics_and_plots(snap_compare: Any) -> None:
         await pilot.press("2")
         await pilot.pause(0.2)
 
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
 
 
 def test_detail_checks(snap_compare: Any) -> None:
@@ -157,7 +168,7 @@ def test_detail_checks(snap_compare: Any) -> None:
         await pilot.press("3")
         await wait_until(pilot, lambda: bool(pilot.app.screen.checks), "the checklist")
 
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
 
 
 def test_detail_of_a_failed_run(snap_compare: Any) -> None:
@@ -169,7 +180,7 @@ def test_detail_of_a_failed_run(snap_compare: Any) -> None:
         await _open_detail(pilot)
 
     fake = FakeCluster(runs=[replace(r, progress=None) for r in runs])
-    assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=steady(run_before))
 
 
 def test_compare(snap_compare: Any) -> None:
@@ -184,7 +195,7 @@ def test_compare(snap_compare: Any) -> None:
             "the comparison",
         )
 
-    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
 
 
 def test_host_key_prompt(snap_compare: Any) -> None:
@@ -204,4 +215,4 @@ def test_host_key_prompt(snap_compare: Any) -> None:
         await wait_until(pilot, lambda: isinstance(pilot.app.screen, HostKeyModal), "the prompt")
 
     app = DdpTuiApp(factory, clock=lambda: 1_700_000_000.0)
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=SIZE, run_before=steady(run_before))

@@ -107,6 +107,8 @@ def test_submit_see_and_cancel_by_keys(terminal: Terminal) -> None:
     terminal.wait_text("job.sbatch", 30)
     terminal.wait_text("Ready to submit", 30)
     terminal.keys("C-u")  # the name field has focus: clear it and type ours
+    # ctrl+u runs as a binding action, which may land after keys sent right behind it.
+    terminal.wait_for(lambda s: "letters, digits, _ . -" in row_of(s, "Name"), "a clear name")
     terminal.type("tmux-run")
     terminal.wait_text("--job-name=tmux-run", 15)  # the live preview follows the form
     terminal.keys("C-s")

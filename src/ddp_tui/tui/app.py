@@ -35,7 +35,7 @@ from ddp_tui.tui.prompter import TuiPrompter
 
 if TYPE_CHECKING:
     from ddp_tui.config import Profile
-    from ddp_tui.remote.cluster import Cluster, RunView, Snapshot
+    from ddp_tui.remote.cluster import Cluster, RunDetail, RunView, Snapshot
     from ddp_tui.remote.scheduler import PartitionInfo
     from ddp_tui.spec import ExperimentSpec
 
@@ -86,6 +86,8 @@ class DdpTuiApp(App[None]):
         self.partitions: list[PartitionInfo] = []
         self._wake = threading.Event()
         self._pending_selection: str | None = None
+        #: The run whose detail screen is open: refreshes read its files in the same batch.
+        self.followed_run: str | None = None
         self._refresh_failures = 0
 
     def get_default_screen(self) -> Screen[Any]:
@@ -112,14 +114,10 @@ class DdpTuiApp(App[None]):
                     return
                 delay = min(CONNECT_RETRY_MAX, delay * 2)
                 continue
-            partitions: list[PartitionInfo] = []
-            lister = getattr(cluster, "partitions", None)
-            if callable(lister):
-                try:
-                    partitions = list(lister())
-                except Exception:  # partitions only fill a picker; validation reports the rest
-                    partitions = []
-            self.partitions = partitions
+            try:
+                self.partitions = list(cluster.partitions())  # sinfo, cached by the facade
+            except Exception:  # they only fill a picker; validation reports the rest
+                self.partitions = []
             self.post_message(Connected(cluster))
             return
 
@@ -152,7 +150,7 @@ class DdpTuiApp(App[None]):
             if cluster is not None:
                 try:
                     with self.cluster_lock:
-                        snapshot = cluster.refresh()
+                        snapshot = cluster.refresh(follow=self.followed_run)
                 except Exception as error:  # an outage must never end the loop
                     self._refresh_failures += 1
                     self.post_message(RefreshFailed(describe_error(error)))
@@ -173,6 +171,8 @@ class DdpTuiApp(App[None]):
     def _snapshot_ready(self, message: SnapshotReady) -> None:
         snapshot = message.snapshot
         healthy = snapshot.error is None
+        if snapshot.detail is not None:
+            self._deliver_detail(snapshot.detail)
         self.snapshot = snapshot
         self.status = Status(
             location=snapshot.location,
@@ -181,6 +181,13 @@ class DdpTuiApp(App[None]):
             last_refresh=self.clock() if healthy else self.status.last_refresh,
             error=snapshot.error,
         )
+
+    def _deliver_detail(self, detail: RunDetail) -> None:
+        from ddp_tui.tui.screens.detail import DetailScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, DetailScreen) and screen.run_id == detail.run_id:
+                screen.apply_detail(detail)
 
     @on(RefreshFailed)
     def _refresh_failed(self, message: RefreshFailed) -> None:
@@ -249,15 +256,11 @@ class DdpTuiApp(App[None]):
 
     def default_spec(self) -> ExperimentSpec:
         """The profile's defaults for this scheduler."""
+        if self.cluster is not None:
+            return self.cluster.default_spec()
         from ddp_tui.config import Profile, default_spec
 
-        cluster = self.cluster
-        own = getattr(cluster, "default_spec", None)
-        if callable(own):
-            spec: ExperimentSpec = own()
-            return spec
-        scheduler = getattr(getattr(cluster, "scheduler", None), "name", None)
-        return default_spec(self.profile or Profile(), scheduler=scheduler)
+        return default_spec(self.profile or Profile())
 
     def open_compose(self, spec: ExperimentSpec | None = None, title: str = "Compose") -> None:
         from ddp_tui.tui.screens.compose import ComposeScreen

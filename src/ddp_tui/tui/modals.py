@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on
@@ -14,7 +15,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
-from ddp_tui.remote.cluster import Check
+if TYPE_CHECKING:
+    from ddp_tui.remote.cluster import Check
 
 
 class ConfirmModal(ModalScreen[bool]):

@@ -112,6 +112,9 @@ def _str_or_none(value: object) -> str | None:
 
 
 def progress_text(run: RunView | None, progress: Progress | None) -> Text:
+    if run is not None and run.state.is_terminal:
+        # The bar keeps the last step reached; the label says the run is over.
+        return Text(f" ended {run.state.value}: {run.epochs_done}/{run.epochs_total} epochs")
     if progress is None:
         if run is not None and run.epochs_total:
             return Text(f" epoch {run.epochs_done}/{run.epochs_total}")
@@ -174,6 +177,7 @@ class DetailScreen(BaseScreen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.ddp_app.followed_run = self.run_id
         table = self.query_one("#metrics-table", DataTable)
         for key, label in METRIC_COLUMNS:
             table.add_column(label, key=key)
@@ -181,6 +185,13 @@ class DetailScreen(BaseScreen):
         self.follow()
         self._draw_plots()
         self.query_one(LogPane).view("out").focus()  # f follows, / searches at once
+
+    def on_screen_resume(self) -> None:
+        self.ddp_app.followed_run = self.run_id
+
+    def on_unmount(self) -> None:
+        if self.ddp_app.followed_run == self.run_id:
+            self.ddp_app.followed_run = None
 
     # -- data in ----------------------------------------------------------------
 

@@ -1,0 +1,93 @@
+"""Take the README's screenshots of the four screens from a real session.
+
+A real sweep (1 and 2 CPU processes) runs on the embedded local scheduler with the real
+trainer; then the real app is driven headless and each screen is saved as SVG.
+
+    .venv/bin/python scripts/screenshots.py [docs/screenshots]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIZE = (132, 38)
+
+
+def _sweep(root: Path) -> None:
+    from ddp_tui.config import Profile
+    from ddp_tui.remote.cluster import Cluster
+    from ddp_tui.spec import ExperimentSpec
+
+    cluster = Cluster.open(Profile(scheduler="local", runs_root=str(root / "runs")))
+    spec = ExperimentSpec(
+        name="cnn-sweep",
+        model="simple_cnn",
+        dataset="synthetic",
+        synthetic_samples=2048,
+        synthetic_val_samples=512,
+        num_classes=10,
+        device="cpu",
+        backend="gloo",
+        cpus_per_task=2,
+        epochs=4,
+        batch_per_gpu=32,
+        workers=0,
+        python=sys.executable,
+    )
+    views = cluster.submit_sweep(spec, [1, 2], dimension="gpus")
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        states = {v.run_id: v.state for v in cluster.refresh().runs}
+        if all(states[v.run_id].is_terminal for v in views):
+            return
+        time.sleep(2)
+    raise SystemExit("the sweep did not finish in 10 minutes")
+
+
+async def _shoot(root: Path, out: Path) -> None:
+    from ddp_tui.config import Profile
+    from ddp_tui.remote.cluster import Cluster
+    from ddp_tui.tui.app import DdpTuiApp
+
+    profile = Profile(scheduler="local", runs_root=str(root / "runs"))
+    app = DdpTuiApp(lambda _prompter: Cluster.open(profile), profile=profile)
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.sleep(3)
+        await pilot.pause()
+        app.save_screenshot("jobs.svg", str(out))
+        await pilot.press("enter")
+        await asyncio.sleep(3)
+        await pilot.press("2")
+        await asyncio.sleep(1.5)
+        app.save_screenshot("detail.svg", str(out))
+        await pilot.press("escape")
+        await asyncio.sleep(0.5)
+        await pilot.press("s")
+        await asyncio.sleep(3)
+        app.save_screenshot("compare.svg", str(out))
+        await pilot.press("escape")
+        await asyncio.sleep(0.5)
+        await pilot.press("n")
+        await asyncio.sleep(2)
+        app.save_screenshot("compose.svg", str(out))
+
+
+def main() -> None:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ddp-tui-shots-") as tmp:
+        root = Path(tmp)
+        os.environ["XDG_STATE_HOME"] = str(root / "state")
+        os.environ["DDP_TUI_CONFIG"] = str(root / "none.toml")
+        _sweep(root)
+        asyncio.run(_shoot(root, out))
+    print(f"wrote {', '.join(p.name for p in sorted(out.glob('*.svg')))} to {out}")
+
+
+if __name__ == "__main__":
+    main()
