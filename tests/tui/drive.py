@@ -92,7 +92,7 @@ async def run_story(pilot: Pilot[None], app: DdpTuiApp, *, name: str, nodes: int
     for field, value in (
         ("name", name),
         ("nodes", str(nodes)),
-        ("synthetic_samples", "8192"),
+        ("synthetic_samples", "16384"),  # a few seconds an epoch: time to cancel mid-run
         ("synthetic_val_samples", "128"),
         ("synthetic_shape", "1,8,8"),
         ("num_classes", "4"),
@@ -131,7 +131,7 @@ async def run_story(pilot: Pilot[None], app: DdpTuiApp, *, name: str, nodes: int
     await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal), "the confirmation")
     await pilot.press("y")
     run = await wait_run(pilot, name, in_states(JobState.CANCELLED), "cancelled", 90)
-    assert 1 <= run.epochs_done < 3
+    assert 1 <= run.epochs_done < 3, f"cancelled after {run.epochs_done} epochs"
 
     # Retry resumes from the checkpoint and completes.
     await pilot.press("r")

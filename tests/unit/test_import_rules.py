@@ -56,10 +56,11 @@ def test_remote_package_never_imports_textual() -> None:
     assert "torch" not in tops
 
 
-def test_app_entry_point_never_imports_torch() -> None:
-    mods = _modules_after_import("ddp_tui.cli")
-    assert "torch" not in _top(mods)
-    assert "torchvision" not in _top(mods)
+@pytest.mark.parametrize("module", ["ddp_tui.cli", "ddp_tui.tui.app"])
+def test_app_entry_point_never_imports_torch(module: str) -> None:
+    tops = _top(_modules_after_import(module))
+    assert "torch" not in tops
+    assert "torchvision" not in tops
 
 
 def test_trainer_imports_nothing_else_from_ddp_tui() -> None:

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, ProgressBar, Static, TabbedConten
 from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
+from ddp_tui.remote.states import JobState
 from ddp_tui.tui.formatting import describe_error, duration, metric_label, number, rate, state_text
 from ddp_tui.tui.header import StatusHeader
 from ddp_tui.tui.logview import LogPane
@@ -273,7 +274,9 @@ class DetailScreen(BaseScreen):
         self.query_one("#progress-label", Static).update(progress_text(self.run, self.progress))
         bar = self.query_one("#progress", ProgressBar)
         progress = self.progress
-        if progress is not None and progress.steps_per_epoch > 0:
+        if self.run is not None and self.run.state is JobState.COMPLETED:
+            bar.update(total=1, progress=1)  # the last progress line predates the end
+        elif progress is not None and progress.steps_per_epoch > 0:
             bar.update(
                 total=progress.steps_per_epoch,
                 progress=min(progress.step, progress.steps_per_epoch),
