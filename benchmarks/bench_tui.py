@@ -683,7 +683,7 @@ class _FakeBenchCluster:
         self.snapshots = snapshots
         self.calls = 0
 
-    def refresh(self) -> Snapshot:
+    def refresh(self, follow: str | None = None) -> Snapshot:
         snapshot = self.snapshots[min(self.calls, len(self.snapshots) - 1)]
         self.calls += 1
         return snapshot

@@ -6,7 +6,6 @@ app on a login node and the app on a laptop see the same experiments.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import time
@@ -184,6 +183,7 @@ class Cluster:
         self._specs: dict[str, ExperimentSpec] = {}
         self._view_cache: dict[str, tuple[tuple[object, ...], RunView]] = {}
         self._infos: list[RunInfo] = []
+        self._listed = False
         self._views: tuple[RunView, ...] = ()
 
     # -- construction -------------------------------------------------------------------
@@ -389,23 +389,20 @@ class Cluster:
     def refresh(self, follow: str | None = None) -> Snapshot:
         """A snapshot of every run, and of the followed run's new output.
 
-        In steady state one batch (one SSH round trip) carries it all: the listing of the
-        run directories, at most one squeue and one sacct call, and the new bytes of the
-        files shown. A second batch is made only when new runs appeared. Scheduler or
-        connection outages never raise: the snapshot carries the error and the runs keep
-        their last known states.
+        One batch (one SSH round trip) carries it all: the listing of the run
+        directories, at most one squeue and one sacct call, and the new bytes of the files
+        shown. Scheduler or connection outages never raise: the snapshot carries the error
+        and the runs keep their last known states.
         """
-        known = {i.run_id for i in self._infos}
-        snap = self._refresh_once(follow)
-        if any(i.run_id not in known for i in self._infos) and snap.error is None:
-            # New runs: their states and rows come with one more batch, not a tick later.
-            again = self._refresh_once(None)
-            snap = dataclasses.replace(
-                again, detail=snap.detail, scheduler_calls=snap.scheduler_calls
-            )
-        return snap
+        if not self._listed:
+            # At start-up the runs are not known yet: list them first (no scheduler call),
+            # so that the poll below covers every run and none shows an unknown state.
+            first = self._refresh_once(None, poll=False)
+            if first.error is not None:
+                return first
+        return self._refresh_once(follow)
 
-    def _refresh_once(self, follow: str | None) -> Snapshot:
+    def _refresh_once(self, follow: str | None, *, poll: bool = True) -> Snapshot:
         prev = self._infos
         polled = [
             job_id for info in prev if (job_id := _latest_job_id(info)) and not self._is_final(info)
@@ -413,7 +410,7 @@ class Cluster:
         table = self._table_requests(prev)
         fpass = self._follow_begin(follow) if follow else None
         listing_reads = self.store.listing_reads()
-        poll_cmds = self.scheduler.poll_commands(polled)
+        poll_cmds = self.scheduler.poll_commands(polled) if poll else []
         batch = Batch(
             commands=[self.store.listing_command(), *poll_cmds],
             reads=[*listing_reads, *(r.request() for r in table)],
@@ -430,8 +427,9 @@ class Cluster:
         for reader, res in zip(table, result.reads[len(listing_reads) : n], strict=True):
             reader.feed(res)
         error: str | None = None
+        self._listed = True
         try:
-            statuses = self.scheduler.parse_poll(polled, result.commands[1:])
+            statuses = self.scheduler.parse_poll(polled, result.commands[1:]) if poll else {}
             self._status.update(statuses)
             self._connection = "ok"
         except SchedulerUnavailable as exc:
@@ -476,7 +474,10 @@ class Cluster:
         return out
 
     def _view_of(self, run_id: str) -> RunView:
-        for info in self.store.list_runs():
+        infos = self.store.list_runs()
+        if self._listed:
+            self._infos = infos  # the next refresh polls a run just submitted here
+        for info in infos:
             if info.run_id == run_id:
                 return self._view(info)
         raise KeyError(run_id)

@@ -107,6 +107,7 @@ class _Cached:
     jobs_reader: IncrementalFile
     jobs: list[dict[str, Any]]
     generation: int
+    info: RunInfo | None = None  # rebuilt only when jobs change
 
 
 def package_dir() -> Path:
@@ -259,8 +260,11 @@ class RunStore:
         out: list[RunInfo] = []
         for n in names:
             c = self._cache.get(n)
-            if c is not None:
-                out.append(RunInfo(RunRef(n, _join(self.root, n)), c.spec_json, tuple(c.jobs)))
+            if c is None:
+                continue
+            if c.info is None:
+                c.info = RunInfo(RunRef(n, _join(self.root, n)), c.spec_json, tuple(c.jobs))
+            out.append(c.info)
         return out
 
     @staticmethod
@@ -269,7 +273,11 @@ class RunStore:
         if cached.jobs_reader.generation != cached.generation:
             cached.generation = cached.jobs_reader.generation
             cached.jobs = []
-        cached.jobs.extend(parse_json_lines(lines))
+            cached.info = None
+        new = parse_json_lines(lines)
+        if new:
+            cached.jobs.extend(new)
+            cached.info = None
         return cached.jobs_reader.needs_reread
 
     # -- read ---------------------------------------------------------------

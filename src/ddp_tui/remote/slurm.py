@@ -276,6 +276,23 @@ def _records(text: str, nfields: int) -> list[list[str]]:
     return records
 
 
+def _only_records(text: str, nfields: int, only: Collection[str]) -> str:
+    """The lines of ``text`` that belong to records of the ids in ``only``.
+
+    A cheap first pass for a queue of thousands of jobs: one partition per line, and the
+    separator count only for the few lines kept.
+    """
+    kept: list[str] = []
+    keeping = False
+    for line in text.split("\n"):
+        head, sep, _ = line.partition(SEP)
+        if sep and line.count(SEP) >= nfields - 1:
+            keeping = head.strip() in only
+        if keeping:
+            kept.append(line)
+    return "\n".join(kept)
+
+
 def _int(text: str, default: int = 0) -> int:
     try:
         return int(text.strip())
@@ -336,6 +353,8 @@ def parse_squeue(text: str, only: Collection[str] | None = None) -> dict[str, Jo
     rest are skipped before any field is decoded.
     """
     out: dict[str, JobStatus] = {}
+    if only is not None:
+        text = _only_records(text, len(SQUEUE_FIELDS), only)
     for rec in _records(text, len(SQUEUE_FIELDS)):
         job_id = rec[0].strip()
         if not job_id or (only is not None and job_id not in only):
