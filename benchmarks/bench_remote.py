@@ -57,6 +57,7 @@ from ddp_tui.remote.runs import RunStore, new_run_id
 from ddp_tui.remote.scheduler import Scheduler
 from ddp_tui.remote.slurm import SlurmScheduler
 from ddp_tui.remote.ssh import SSHExecutor
+from ddp_tui.remote.ssh_api import NoPrompter
 from ddp_tui.remote.ssh_batch import BatchHelper
 
 SQUEUE = "".join(
@@ -67,19 +68,11 @@ SQUEUE = "".join(
 SACCT = "".join(f"{900 + i}|COMPLETED|0:0|2026-11-21T09:{i:02d}:00|00:05:00\n" for i in range(20))
 
 
-class AcceptAll:
-    """The benchmark's prompter: trusts the private test server's key."""
+class AcceptAll(NoPrompter):
+    """The benchmark's prompter: trusts the private test server's key, knows no secrets."""
 
     def confirm_host_key(self, host: str, port: int, key_type: str, fingerprint: str) -> bool:
         return True
-
-    def ask_secret(self, title: str, prompt: str) -> str | None:
-        return None
-
-    def keyboard_interactive(
-        self, title: str, instructions: str, prompts: list[tuple[str, bool]]
-    ) -> list[str] | None:
-        return None
 
 
 class ExecCounter:

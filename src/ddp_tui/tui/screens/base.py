@@ -5,11 +5,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from textual import on
+from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker
 
 if TYPE_CHECKING:
     from ddp_tui.tui.app import DdpTuiApp
+
+
+#: The keys that act on one run, the same wherever a run is selected (Jobs, Run detail).
+RUN_ACTION_BINDINGS = [
+    Binding("c", "cancel_run", "Cancel"),
+    Binding("r", "retry", "Retry"),
+    Binding("e", "edit", "Edit"),
+    Binding("v", "verify", "Verify"),
+]
 
 
 class BaseScreen(Screen[Any]):

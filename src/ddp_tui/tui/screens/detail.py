@@ -23,7 +23,7 @@ from ddp_tui.tui.logview import LogPane
 from ddp_tui.tui.messages import DetailReady, FollowFailed
 from ddp_tui.tui.modals import checks_text
 from ddp_tui.tui.pacing import sleep_unless_cancelled
-from ddp_tui.tui.screens.base import BaseScreen
+from ddp_tui.tui.screens.base import RUN_ACTION_BINDINGS, BaseScreen
 from ddp_tui.tui.screens.jobs import run_size
 
 if TYPE_CHECKING:
@@ -135,10 +135,7 @@ class DetailScreen(BaseScreen):
         Binding("1", "tab('logs')", "Logs"),
         Binding("2", "tab('metrics')", "Metrics"),
         Binding("3", "tab('checks')", "Checks"),
-        Binding("c", "cancel_run", "Cancel"),
-        Binding("r", "retry", "Retry"),
-        Binding("e", "edit", "Edit"),
-        Binding("v", "verify", "Verify"),
+        *RUN_ACTION_BINDINGS,
     ]
 
     def __init__(self, run_id: str, *, follow_interval: float = FOLLOW_INTERVAL) -> None:

@@ -23,7 +23,7 @@ from textual.widgets import Footer, Input, Static
 from ddp_tui.remote.states import JobState
 from ddp_tui.tui.formatting import STATE_STYLES, duration, metric_label, number, rate, size
 from ddp_tui.tui.header import StatusHeader
-from ddp_tui.tui.screens.base import BaseScreen
+from ddp_tui.tui.screens.base import RUN_ACTION_BINDINGS, BaseScreen
 
 if TYPE_CHECKING:
     from ddp_tui.remote.cluster import RunView, Snapshot
@@ -282,10 +282,7 @@ class JobsScreen(BaseScreen):
     BINDINGS = [
         Binding("enter", "open", "Open"),
         Binding("n", "new", "New"),
-        Binding("c", "cancel_run", "Cancel"),
-        Binding("r", "retry", "Retry"),
-        Binding("e", "edit", "Edit"),
-        Binding("v", "verify", "Verify"),
+        *RUN_ACTION_BINDINGS,
         Binding("s", "compare", "Compare"),
         Binding("slash", "filter", "Filter"),
         Binding("f", "toggle_finished", "Finished"),
