@@ -213,8 +213,9 @@ def test_pre_timeout_signal_checkpoints_and_requeues_on_slurm(
                 break
             assert time.monotonic() < deadline, f"never requeued: {show}"
             time.sleep(0.2)
-        # A requeued job waits for BeginTime (about 2 min); release it now.
-        slurm_cluster.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
+        # No `scontrol update StartTime=now`: a requeued job released before its old job
+        # credential expires can be killed at launch ("Job credential revoked"). The test
+        # cluster's short cred_expire restarts it by itself in about 12 s.
         state = slurm_cluster.wait_job(job_id, {"COMPLETED", "FAILED", "CANCELLED"}, 120)
     finally:
         slurm_cluster.run(["scancel", job_id])
