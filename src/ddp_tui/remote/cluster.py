@@ -425,7 +425,7 @@ class Cluster:
             return self._snapshot(self._views, str(exc), 0)
         n = len(listing_reads) + len(table)
         for reader, res in zip(table, result.reads[len(listing_reads) : n], strict=True):
-            reader.feed(res)
+            reader.read_new(res)
         error: str | None = None
         self._listed = True
         try:
@@ -461,9 +461,9 @@ class Cluster:
             return False
         return True
 
-    def _table_requests(self, infos: Sequence[RunInfo]) -> list[_Fed]:
+    def _table_requests(self, infos: Sequence[RunInfo]) -> list[_Feedable]:
         """Reads for the jobs table: metrics/progress of runs not yet known to be finished."""
-        out: list[_Fed] = []
+        out: list[_Feedable] = []
         for info in infos:
             t = self._table.get(info.run_id)
             if t is None:
@@ -782,22 +782,8 @@ class _TableReaders:
     def run_json(self) -> dict[str, Any] | None:
         return self._run_json.data
 
-    def readers(self) -> list[_Fed]:
-        return [_Fed(self.metrics), _Fed(self.progress), _Fed(self._run_json)]
-
-
-@dataclass
-class _Fed:
-    reader: _Feedable
-
-    def request(self) -> FileRead:
-        return self.reader.request()
-
-    def feed(self, result: ReadResult) -> None:
-        self.reader.read_new(result)
-
-    def read_new(self, result: ReadResult) -> Any:
-        return self.reader.read_new(result)
+    def readers(self) -> list[_Feedable]:
+        return [self.metrics, self.progress, self._run_json]
 
 
 class _Follower:
