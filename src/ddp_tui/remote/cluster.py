@@ -442,6 +442,11 @@ class Cluster:
         except SchedulerError as exc:
             error = exc.message
         self._infos = infos
+        for info in infos:
+            job_id = _latest_job_id(info)
+            status = self._status.get(job_id) if job_id else None
+            if status is not None and status.state.is_terminal:
+                self._final[info.run_id] = status
         self._views = tuple(self._view(info) for info in reversed(infos))
         detail = None
         if fpass is not None:
@@ -468,8 +473,11 @@ class Cluster:
             t = self._table.get(info.run_id)
             if t is None:
                 t = self._table[info.run_id] = _TableReaders(info.ref)
-            if info.run_id in self._final and t.final_read_done:
-                continue
+            final = self._final.get(info.run_id)
+            if final is not None:
+                if t.read_after_end == final.job_id:
+                    continue  # ended, and its files were read once more since: done
+                t.read_after_end = final.job_id  # this read catches the last rows
             out += t.readers()
         return out
 
@@ -490,7 +498,6 @@ class Cluster:
         key = (
             len(info.jobs),
             status,
-            info.run_id in self._final,
             len(t.metrics.rows) if t else -1,
             id(t.progress.latest) if t else 0,
             id(t.run_json) if t else 0,
@@ -510,12 +517,6 @@ class Cluster:
         job_id = attempts[-1].job_id if attempts else None
         status = self._status.get(job_id) if job_id else None
         state = status.state if status else JobState.UNKNOWN
-        if status is not None and state.is_terminal and job_id:
-            prev = self._final.get(info.run_id)
-            self._final[info.run_id] = status
-            t = self._table.get(info.run_id)
-            if t is not None and prev is not None and prev.job_id == job_id:
-                t.final_read_done = True  # the reads after the end have been taken
         t = self._table.get(info.run_id)
         rows = t.metrics.rows if t else []
         last = rows[-1] if rows else {}
@@ -776,7 +777,8 @@ class _TableReaders:
         self.metrics = MetricsReader(ref.file(METRICS_FILE))
         self.progress = ProgressReader(ref.file(PROGRESS_FILE))
         self._run_json = _RunJsonReader(ref.file(RUN_JSON))
-        self.final_read_done = False
+        #: The attempt whose end has been followed by one last read of the files.
+        self.read_after_end: str | None = None
 
     @property
     def run_json(self) -> dict[str, Any] | None:
