@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ddp_tui.preflight_report import PreflightSummary, summarize
 from ddp_tui.remote.executor import (
     Batch,
     Executor,
@@ -22,9 +23,17 @@ from ddp_tui.remote.executor import (
     LocalExecutor,
     ReadResult,
 )
+from ddp_tui.remote.history import (
+    LOST_GRACE_SEC,
+    MissingJobs,
+    end_record,
+    lost_status,
+    status_of_end,
+)
 from ddp_tui.remote.local import LocalScheduler
 from ddp_tui.remote.runs import (
     METRICS_FILE,
+    PREFLIGHT_FILE,
     PROGRESS_FILE,
     RUN_JSON,
     SCRIPT_FILE,
@@ -46,6 +55,14 @@ from ddp_tui.remote.tail import (
     LogReader,
     MetricsReader,
     ProgressReader,
+)
+from ddp_tui.remote.verification import (
+    Check,
+    accounting_check,
+    completed_check,
+    outcome_note,
+    preflight_checks,
+    training_checks,
 )
 from ddp_tui.sbatch_templates import render_preflight, render_training
 from ddp_tui.spec import ExperimentSpec, FieldError, SpecError, validate, validate_for_cluster
@@ -111,6 +128,12 @@ class RunView:
     world_size: int | None = None
     backend: str | None = None
     rendezvous: str | None = None
+    exit_code: int | None = None
+    #: Where the trainer's own record and the job's state disagree, said plainly: e.g.
+    #: run.json says completed while the job ended FAILED (the launcher's exit).
+    note: str = ""
+    kind: str = "train"  # or "preflight"
+    preflight: PreflightSummary | None = None  # preflight runs only
 
     @property
     def job_id(self) -> str | None:
@@ -146,13 +169,6 @@ class RunDetail:
     accounting: str | None = None
 
 
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool | None  # None: not applicable yet
-    detail: str
-
-
 class Cluster:
     """Facade over an Executor, a Scheduler and a RunStore.
 
@@ -167,6 +183,7 @@ class Cluster:
         *,
         profile: Profile,
         location: str,
+        lost_grace_sec: float = LOST_GRACE_SEC,
     ) -> None:
         self.executor = executor
         self.scheduler = scheduler
@@ -175,8 +192,13 @@ class Cluster:
         self.location = location
         self._version: str | None = None
         self._partitions: list[PartitionInfo] | None = None
-        self._status: dict[str, JobStatus] = {}
-        self._final: dict[str, JobStatus] = {}  # run_id -> terminal status of its latest attempt
+        self._status: dict[str, JobStatus] = {}  # job id -> latest polled status
+        # job id -> (its end record, the status it gives this reader); the record is kept
+        # to notice when a real end supersedes a LOST verdict.
+        self._ended: dict[str, tuple[Mapping[str, Any], JobStatus | None]] = {}
+        self._recorded: set[str] = set()  # job ids whose end this process appended
+        self._missing = MissingJobs(lost_grace_sec)
+        self._identity: str | None = None
         self._table: dict[str, _TableReaders] = {}
         self._followers: dict[str, _Follower] = {}
         self._connection = "ok"
@@ -299,7 +321,9 @@ class Cluster:
 
     def preflight(self, spec: ExperimentSpec) -> RunView:
         """A collective-test job of the same shape as ``spec``."""
-        return self._submit(spec.replace(name=f"{spec.name}-preflight"), render_preflight, None)
+        return self._submit(
+            spec.replace(name=f"{spec.name}-preflight"), render_preflight, None, kind="preflight"
+        )
 
     def submit_sweep(
         self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"
@@ -331,12 +355,15 @@ class Cluster:
         group: str | None,
         *,
         validated: bool = False,
+        kind: str = "train",
     ) -> RunView:
         if not validated:
             errors = self.validate(spec)
             if errors:
                 raise ValidationFailed(errors)
-        ref = self.store.create_run(spec.to_dict(), spec.name, lambda d: render(spec, d), group)
+        ref = self.store.create_run(
+            spec.to_dict(), spec.name, lambda d: render(spec, d), group, kind=kind
+        )
         self._submit_attempt(ref, retry_of=None, attempt=1, recorded=())
         return self._view_of(ref.run_id)
 
@@ -405,7 +432,7 @@ class Cluster:
     def _refresh_once(self, follow: str | None, *, poll: bool = True) -> Snapshot:
         prev = self._infos
         polled = [
-            job_id for info in prev if (job_id := _latest_job_id(info)) and not self._is_final(info)
+            job_id for info in prev if (job_id := _latest_job_id(info)) and not self._end_of(info)
         ]
         table = self._table_requests(prev)
         fpass = self._follow_begin(follow) if follow else None
@@ -432,6 +459,9 @@ class Cluster:
             statuses = self.scheduler.parse_poll(polled, result.commands[1:]) if poll else {}
             self._status.update(statuses)
             self._connection = "ok"
+            if poll:  # a complete answer: what it did not mention, the scheduler does not know
+                for job_id in self._missing.observe(polled, statuses):
+                    self._status[job_id] = lost_status(job_id)
         except SchedulerUnavailable as exc:
             self._connection = "controller unreachable"
             error = exc.message
@@ -442,11 +472,7 @@ class Cluster:
         except SchedulerError as exc:
             error = exc.message
         self._infos = infos
-        for info in infos:
-            job_id = _latest_job_id(info)
-            status = self._status.get(job_id) if job_id else None
-            if status is not None and status.state.is_terminal:
-                self._final[info.run_id] = status
+        error = self._record_ends(infos) or error
         self._views = tuple(self._view(info) for info in reversed(infos))
         detail = None
         if fpass is not None:
@@ -456,15 +482,66 @@ class Cluster:
                 error = error or str(exc)
         return self._snapshot(self._views, error, len(poll_cmds), detail)
 
-    def _is_final(self, info: RunInfo) -> bool:
-        """Whether the run's latest attempt is known to have ended (cached in memory)."""
-        final = self._final.get(info.run_id)
-        if final is None:
-            return False
-        if final.job_id != _latest_job_id(info):
-            del self._final[info.run_id]  # a retry started a new attempt
-            return False
-        return True
+    def _end_of(self, info: RunInfo) -> JobStatus | None:
+        """How the run's latest attempt ended, if that is known: recorded in jobs.jsonl
+        (by anyone, any time), or just polled. None while it may still run."""
+        job_id = _latest_job_id(info)
+        if job_id is None:
+            return None
+        rec = info.ends.get(job_id)
+        if rec is not None:
+            cached = self._ended.get(job_id)
+            if cached is None or cached[0] is not rec:
+                lost = rec.get("state") == JobState.LOST.value
+                scope = self._scheduler_identity() if lost else ""
+                ended = status_of_end(rec, scope=scope) if scope is not None else None
+                cached = self._ended[job_id] = (rec, ended)
+            if cached[1] is not None:
+                return cached[1]
+        status = self._status.get(job_id)
+        return status if status is not None and status.state.is_terminal else None
+
+    def _status_of(self, info: RunInfo) -> JobStatus | None:
+        """The latest attempt's status: its recorded end, else what the last poll said."""
+        job_id = _latest_job_id(info)
+        return (self._end_of(info) or self._status.get(job_id)) if job_id else None
+
+    def _scheduler_identity(self) -> str | None:
+        """The scheduler's identity (scopes LOST verdicts); asked once, when first needed."""
+        if self._identity is None:
+            try:
+                self._identity = self.scheduler.identity()
+            except (SchedulerError, ExecutorError):
+                return None
+        return self._identity
+
+    def _record_ends(self, infos: Sequence[RunInfo]) -> str | None:
+        """Append the end of every latest attempt that just ended to its jobs.jsonl, once.
+
+        From then on no instance polls that attempt again. A LOST verdict is written only
+        with the scheduler's identity, so that it binds no other cluster sharing the runs
+        root; where that identity cannot be had, the verdict stays in this process.
+        """
+        for info in infos:
+            job_id = _latest_job_id(info)
+            if job_id is None or job_id in self._recorded:
+                continue
+            status = self._status.get(job_id)
+            if status is None or not status.state.is_terminal:
+                continue
+            lost = status.state is JobState.LOST
+            rec = info.ends.get(job_id)
+            if rec is not None and (lost or rec.get("state") != JobState.LOST.value):
+                continue  # already recorded (a LOST one gives way to a real end)
+            scope = self._scheduler_identity() if lost else None
+            if lost and scope is None:
+                continue
+            try:
+                self.store.append_job(info.ref, end_record(status, scope=scope))
+            except (ExecutorError, OSError) as exc:
+                return f"could not record the end of job {job_id} in {info.run_id}: {exc}"
+            self._recorded.add(job_id)
+        return None
 
     def _table_requests(self, infos: Sequence[RunInfo]) -> list[_Feedable]:
         """Reads for the jobs table: metrics/progress of runs not yet known to be finished."""
@@ -472,8 +549,8 @@ class Cluster:
         for info in infos:
             t = self._table.get(info.run_id)
             if t is None:
-                t = self._table[info.run_id] = _TableReaders(info.ref)
-            final = self._final.get(info.run_id)
+                t = self._table[info.run_id] = _TableReaders(info.ref, info.kind)
+            final = self._end_of(info)
             if final is not None:
                 if t.read_after_end == final.job_id:
                     continue  # ended, and its files were read once more since: done
@@ -493,14 +570,14 @@ class Cluster:
     def _view(self, info: RunInfo) -> RunView:
         """The run's row; rebuilt only when something it shows has changed."""
         t = self._table.get(info.run_id)
-        job = info.latest_job
-        status = self._status.get(str(job.get("job_id"))) if job else None
+        status = self._status_of(info)
         key = (
             len(info.jobs),
             status,
             len(t.metrics.rows) if t else -1,
             id(t.progress.latest) if t else 0,
             id(t.run_json) if t else 0,
+            id(t.preflight) if t else 0,
         )
         cached = self._view_cache.get(info.run_id)
         if cached is not None and cached[0] == key:
@@ -515,8 +592,9 @@ class Cluster:
             spec = self._specs[info.run_id] = _spec_of(info)
         attempts = tuple(_attempt(j) for j in info.jobs)
         job_id = attempts[-1].job_id if attempts else None
-        status = self._status.get(job_id) if job_id else None
+        status = self._status_of(info)
         state = status.state if status else JobState.UNKNOWN
+        exit_code = status.exit_code if status else None
         t = self._table.get(info.run_id)
         rows = t.metrics.rows if t else []
         last = rows[-1] if rows else {}
@@ -545,6 +623,10 @@ class Cluster:
             world_size=rj.get("world_size") if rj else None,
             backend=rj.get("backend") if rj else None,
             rendezvous=rj.get("rendezvous") if rj else None,
+            exit_code=exit_code,
+            note=outcome_note(state, exit_code, rj, job_id),
+            kind=info.kind,
+            preflight=summarize(t.preflight if t else None) if info.kind == "preflight" else None,
         )
 
     def _snapshot(
@@ -595,7 +677,7 @@ class Cluster:
         detail.metrics = list(f.metrics.rows)
         detail.progress = _progress(f.progress.latest)
         job_id = f.job_id
-        final = self._final.get(detail.run_id)
+        final = self._end_of(self._info(detail.run_id))
         if final is not None and final.job_id == job_id and job_id:
             if f.accounting is None:
                 f.accounting = self._save_accounting(fpass.info.ref, job_id)
@@ -636,7 +718,7 @@ class Cluster:
         info = self._info(run_id)
         prev = _latest_job_id(info)
         if prev is not None:
-            status = self._status.get(prev)
+            status = self._status_of(info)
             if status is None:
                 status = self.scheduler.poll([prev]).get(prev)
             if status is not None and status.state.is_active:
@@ -649,74 +731,34 @@ class Cluster:
             attempt=len(info.jobs) + 1,
             recorded=[str(j.get("job_id")) for j in info.jobs],
         )
-        self._final.pop(run_id, None)
         return self._view_of(run_id)
 
     def verify(self, run_id: str) -> list[Check]:
-        """The checklist: completed, nodes, world size and backend, epochs, checkpoint,
-        accounting saved."""
+        """The checklist. A training run: completed, nodes, world size and backend, epochs,
+        checkpoint, accounting saved. A preflight run: completed, every rank answered,
+        bandwidth rows, nodes, accounting saved."""
         info = self._info(run_id)
         spec = _spec_of(info)
         job_id = _latest_job_id(info)
-        status = self.scheduler.poll([job_id]).get(job_id) if job_id else None
-        run_json = self.store.read_run_json(info.ref)
-        rows = self.store.read_metrics(info.ref)
-        ckpt = self.executor.stat(info.ref.file("checkpoints/latest.pt"))
-        checks: list[Check] = []
+        status = self._end_of(info)  # a recorded end needs no scheduler call
+        if status is None and job_id:
+            status = self.scheduler.poll([job_id]).get(job_id)
         state = status.state if status else JobState.UNKNOWN
-        checks.append(
-            Check(
-                "job completed",
-                True if state is JobState.COMPLETED else (None if state.is_active else False),
-                f"job {job_id or '-'} is {state.value}",
-            )
-        )
-        hosts = list(run_json.get("hosts", [])) if run_json else []
-        checks.append(
-            Check(
-                "nodes used match the request",
-                None if not run_json else len(set(hosts)) == spec.nodes,
-                f"requested {spec.nodes}, ran on {len(set(hosts))}: {', '.join(hosts) or '-'}",
-            )
-        )
-        ws = run_json.get("world_size") if run_json else None
-        be = run_json.get("backend") if run_json else None
-        want_be = spec.backend if spec.backend != "auto" else None
-        checks.append(
-            Check(
-                "world size and backend match the spec",
-                None if not run_json else ws == spec.world_size and (want_be in (None, be)),
-                f"world size {ws} (spec {spec.world_size}), backend {be} (spec {spec.backend})",
-            )
-        )
-        epochs = [int(e) for r in rows if (e := r.get("epoch")) is not None]
-        want = list(range(1, spec.epochs + 1))
-        checks.append(
-            Check(
-                "every epoch is in metrics.csv",
-                epochs == want if not state.is_active else None,
-                f"{len(epochs)}/{spec.epochs} epochs"
-                + ("" if epochs == sorted(set(epochs)) else " (duplicates or gaps)"),
-            )
-        )
-        checks.append(
-            Check(
-                "a checkpoint exists",
-                ckpt is not None,
-                f"checkpoints/latest.pt {'%.1f MiB' % (ckpt.size / 2**20) if ckpt else 'missing'}",
-            )
-        )
-        saved = False
+        exit_code = status.exit_code if status else None
+        run_json = self.store.read_run_json(info.ref)
+        checks = [completed_check(state, exit_code, run_json, job_id)]
+        if info.kind == "preflight":
+            doc = self.store.read_json(info.ref, PREFLIGHT_FILE)
+            checks += preflight_checks(spec, state, summarize(doc))
+        else:
+            rows = self.store.read_metrics(info.ref)
+            ckpt = self.executor.stat(info.ref.file("checkpoints/latest.pt"))
+            epochs = [int(e) for r in rows if (e := r.get("epoch")) is not None]
+            checks += training_checks(spec, state, run_json, epochs, ckpt.size if ckpt else None)
         if job_id and status is not None and status.state.is_terminal:
-            saved = bool(self._save_accounting(info.ref, job_id))
+            self._save_accounting(info.ref, job_id)
         have = self.executor.stat(info.ref.file(SACCT_FILE)) is not None
-        checks.append(
-            Check(
-                "accounting summary saved to sacct.txt",
-                have if (saved or have or (status and status.state.is_terminal)) else None,
-                "saved" if have else "not yet (the job has not ended)",
-            )
-        )
+        checks.append(accounting_check(bool(status and status.state.is_terminal), have))
         return checks
 
     # -- compare ------------------------------------------------------------------------
@@ -757,7 +799,7 @@ class _Feedable(Protocol):
 
 
 @dataclass
-class _RunJsonReader:
+class _JsonFileReader:
     path: str
     data: dict[str, Any] | None = None
     needs_reread: bool = False
@@ -771,12 +813,19 @@ class _RunJsonReader:
 
 
 class _TableReaders:
-    """What the jobs table needs of one run, read incrementally."""
+    """What the jobs table needs of one run, read incrementally: a training run's
+    metrics, progress and run.json; a preflight run's preflight.json and run.json."""
 
-    def __init__(self, ref: RunRef) -> None:
+    def __init__(self, ref: RunRef, kind: str) -> None:
         self.metrics = MetricsReader(ref.file(METRICS_FILE))
         self.progress = ProgressReader(ref.file(PROGRESS_FILE))
-        self._run_json = _RunJsonReader(ref.file(RUN_JSON))
+        self._run_json = _JsonFileReader(ref.file(RUN_JSON))
+        self._preflight = _JsonFileReader(ref.file(PREFLIGHT_FILE))
+        self._readers: list[_Feedable] = (
+            [self._preflight, self._run_json]
+            if kind == "preflight"
+            else [self.metrics, self.progress, self._run_json]
+        )
         #: The attempt whose end has been followed by one last read of the files.
         self.read_after_end: str | None = None
 
@@ -784,8 +833,12 @@ class _TableReaders:
     def run_json(self) -> dict[str, Any] | None:
         return self._run_json.data
 
+    @property
+    def preflight(self) -> dict[str, Any] | None:
+        return self._preflight.data
+
     def readers(self) -> list[_Feedable]:
-        return [self.metrics, self.progress, self._run_json]
+        return self._readers
 
 
 class _Follower:

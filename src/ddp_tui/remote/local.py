@@ -410,6 +410,10 @@ class LocalScheduler(Scheduler):
     def version(self) -> str:
         return "local"
 
+    def identity(self) -> str:
+        # Job ids are counters in this state directory: they mean nothing elsewhere.
+        return f"local:{socket.gethostname()}:{self.state_dir}"
+
     def partitions(self) -> list[PartitionInfo]:
         return [
             PartitionInfo(

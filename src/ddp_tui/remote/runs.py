@@ -12,13 +12,14 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import ddp_tui
 from ddp_tui.remote.executor import Batch, CommandResult, Executor, FileRead, ReadResult
+from ddp_tui.remote.history import split_job_lines
 from ddp_tui.remote.tail import IncrementalFile, MetricsRow, parse_json_lines, parse_metrics_csv
 
 SPEC_FILE = "spec.json"
@@ -27,6 +28,7 @@ JOBS_FILE = "jobs.jsonl"
 RUN_JSON = "run.json"
 METRICS_FILE = "metrics.csv"
 PROGRESS_FILE = "progress.jsonl"
+PREFLIGHT_FILE = "preflight.json"
 CODE_DIR = "code"
 
 #: "<UTC yyyymmdd-HHMMSS>-<name>-<4 hex>"
@@ -72,11 +74,13 @@ class RunRef:
 
 @dataclass(frozen=True)
 class RunInfo:
-    """A run as ``list_runs`` sees it: its ``spec.json`` and its submission attempts."""
+    """A run as ``list_runs`` sees it: its ``spec.json``, its submission attempts, and the
+    recorded end of each attempt whose end is known (see :mod:`ddp_tui.remote.history`)."""
 
     ref: RunRef
     spec_json: Mapping[str, Any]
     jobs: tuple[Mapping[str, Any], ...]
+    ends: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -95,6 +99,16 @@ class RunInfo:
     @property
     def created_at(self) -> str:
         return str(self.spec_json.get("created_at", ""))
+
+    @property
+    def kind(self) -> str:
+        """``"train"`` or ``"preflight"``. Runs made before spec.json said so are told
+        apart by the name :meth:`Cluster.preflight` gives them (and no comparison group)."""
+        kind = self.spec_json.get("kind")
+        if isinstance(kind, str):
+            return kind
+        named = str(self.spec.get("name", "")).endswith("-preflight")
+        return "preflight" if named and self.group is None else "train"
 
     @property
     def latest_job(self) -> Mapping[str, Any] | None:
@@ -140,6 +154,8 @@ class RunStore:
         name: str,
         script_text: str | Callable[[str], str],
         group: str | None = None,
+        *,
+        kind: str = "train",
     ) -> RunRef:
         """Create a complete run directory, or nothing at all.
 
@@ -164,6 +180,7 @@ class RunStore:
                 "ddp_tui_version": ddp_tui.__version__,
                 "created_at": _utc_now(),
                 "group": group,
+                "kind": kind,
                 "run_id": run_id,
             }
             self.executor.write_atomic(
@@ -196,7 +213,10 @@ class RunStore:
     # -- jobs.jsonl ---------------------------------------------------------
 
     def append_job(self, run: RunRef, record: Mapping[str, Any]) -> None:
-        """Add one submission attempt to ``jobs.jsonl``."""
+        """Add one record (a submission attempt, or an attempt's end) to ``jobs.jsonl``.
+
+        One line in one append: a reader sees the whole record or nothing of it.
+        """
         line = json.dumps(dict(record), separators=(",", ":")) + "\n"
         self.executor.append(run.file(JOBS_FILE), line.encode())
 
@@ -263,7 +283,8 @@ class RunStore:
             if c is None:
                 continue
             if c.info is None:
-                c.info = RunInfo(RunRef(n, _join(self.root, n)), c.spec_json, tuple(c.jobs))
+                attempts, ends = split_job_lines(c.jobs)
+                c.info = RunInfo(RunRef(n, _join(self.root, n)), c.spec_json, tuple(attempts), ends)
             out.append(c.info)
         return out
 
@@ -293,7 +314,7 @@ class RunStore:
         return doc
 
     def read_jobs(self, run: RunRef) -> list[dict[str, Any]]:
-        """Every attempt in ``jobs.jsonl``; malformed lines are skipped."""
+        """Every record in ``jobs.jsonl`` (attempts and ends); malformed lines are skipped."""
         try:
             data = self.executor.read_range(run.file(JOBS_FILE))
         except FileNotFoundError:
@@ -302,8 +323,13 @@ class RunStore:
 
     def read_run_json(self, run: RunRef) -> dict[str, Any] | None:
         """The trainer's ``run.json``, or None before it exists."""
+        return self.read_json(run, RUN_JSON)
+
+    def read_json(self, run: RunRef, name: str) -> dict[str, Any] | None:
+        """A JSON object file of the run (``run.json``, ``preflight.json``), or None before
+        it exists."""
         try:
-            return _load_json(self.executor.read_range(run.file(RUN_JSON)))
+            return _load_json(self.executor.read_range(run.file(name)))
         except FileNotFoundError:
             return None
 

@@ -117,3 +117,9 @@ class Scheduler(ABC):
     def accounting(self, job_id: str) -> str:
         """The accounting summary text saved as ``sacct.txt``; empty if none."""
         return ""
+
+    def identity(self) -> str:
+        """Which scheduler this is, as a key that another machine sharing the runs root
+        would not give (e.g. ``slurm:<ClusterName>``): it scopes a LOST verdict.
+        Raises :class:`SchedulerError` when it cannot be told."""
+        return self.name

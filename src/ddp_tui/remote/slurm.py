@@ -157,6 +157,15 @@ def _check_job_id(job_id: str) -> str:
     return job_id
 
 
+#: Ids per sacct call. A very long ``--jobs=`` list is a known way to break Slurm tools
+#: (argument limits, slurmdbd query size); history keeps steady polls far below this.
+SACCT_CHUNK = 200
+
+
+def _chunks(ids: Sequence[str], size: int = SACCT_CHUNK) -> list[Sequence[str]]:
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
 def _slurm_ids(job_ids: Iterable[str]) -> list[str]:
     """The ids that can be Slurm's, once each (another scheduler's ids are just unknown)."""
     return [j for j in dict.fromkeys(job_ids) if _JOB_ID.fullmatch(j)]
@@ -242,6 +251,19 @@ def sinfo_argv() -> list[str]:
 
 def version_argv() -> list[str]:
     return [*_env_prefix("sinfo"), "--version"]
+
+
+def config_argv() -> list[str]:
+    return [*_env_prefix("scontrol"), "show", "config"]
+
+
+def parse_cluster_name(text: str) -> str | None:
+    """``ClusterName`` from ``scontrol show config``."""
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "ClusterName" and value.strip():
+            return value.strip()
+    return None
 
 
 def scancel_argv(job_id: str) -> list[str]:
@@ -539,9 +561,9 @@ def merge_poll(
 def poll_from_results(
     job_ids: Sequence[str],
     squeue: CommandResult,
-    sacct: CommandResult | None,
+    *saccts: CommandResult,
 ) -> PollResult:
-    """Parse the answers of :func:`squeue_argv` and :func:`sacct_argv`.
+    """Parse the answers of :func:`squeue_argv` and of each :func:`sacct_argv` chunk.
 
     Raises the squeue error (typically :class:`SchedulerUnavailable`); a failed sacct
     only makes :attr:`PollResult.warning`.
@@ -551,10 +573,10 @@ def poll_from_results(
     queued = parse_squeue(squeue.stdout, only=set(job_ids))
     accounted: dict[str, JobStatus] = {}
     warning: SchedulerError | None = None
-    if sacct is not None:
+    for sacct in saccts:
         if sacct.ok:
-            accounted = parse_sacct(sacct.stdout)
-        else:
+            accounted.update(parse_sacct(sacct.stdout))
+        elif warning is None:
             warning = error_of(sacct, "sacct")
     return PollResult(merge_poll(job_ids, queued, accounted), warning)
 
@@ -609,13 +631,13 @@ class SlurmScheduler(Scheduler):
         return parse_jobs_in_dir(texts, run_dir)
 
     def poll_commands(self, job_ids: Sequence[str]) -> list[list[str]]:
-        """squeue, and one sacct for every id (sacct answers for running jobs too).
+        """squeue, and sacct for every id (sacct answers for running jobs too), in chunks
+        of :data:`SACCT_CHUNK` ids.
 
         With no ids, squeue alone: the header's connection state stays true when
         nothing of ours is running.
         """
-        ids = _slurm_ids(job_ids)
-        return [squeue_argv(), sacct_argv(ids)] if ids else [squeue_argv()]
+        return [squeue_argv(), *(sacct_argv(chunk) for chunk in _chunks(_slurm_ids(job_ids)))]
 
     def parse_poll(
         self, job_ids: Sequence[str], results: Sequence[CommandResult]
@@ -632,7 +654,7 @@ class SlurmScheduler(Scheduler):
             if not results[0].ok:
                 raise error_of(results[0], "squeue")
             return {}
-        result = poll_from_results(job_ids, results[0], results[1] if len(results) > 1 else None)
+        result = poll_from_results(job_ids, results[0], *results[1:])
         return self._finish(result)
 
     @staticmethod
@@ -654,8 +676,8 @@ class SlurmScheduler(Scheduler):
             raise error_of(squeue, "squeue")
         queued = parse_squeue(squeue.stdout, only=set(job_ids))
         gone = [j for j in job_ids if j not in queued]
-        sacct = self._run(sacct_argv(gone), "sacct") if gone else None
-        return poll_from_results(job_ids, squeue, sacct)
+        saccts = [self._run(sacct_argv(chunk), "sacct") for chunk in _chunks(gone)]
+        return poll_from_results(job_ids, squeue, *saccts)
 
     def poll(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         return self._finish(self.poll_result(job_ids))
@@ -668,6 +690,12 @@ class SlurmScheduler(Scheduler):
 
     def version(self) -> str:
         return parse_version(self._check(version_argv(), "sinfo").stdout)
+
+    def identity(self) -> str:
+        name = parse_cluster_name(self._check(config_argv(), "scontrol show config").stdout)
+        if name is None:
+            raise SchedulerError("scontrol show config names no ClusterName")
+        return f"slurm:{name}"
 
     def nodes(self) -> list[NodeInfo]:
         """Every node in every partition the user can see."""

@@ -22,6 +22,9 @@ class JobState(str, Enum):
     SUSPENDED = "SUSPENDED"
     BOOT_FAIL = "BOOT_FAIL"
     DEADLINE = "DEADLINE"
+    #: Neither squeue nor sacct knows the job any more (accounting purged, another
+    #: cluster's job in a shared home): not polled again, but the run can be retried.
+    LOST = "LOST"
     UNKNOWN = "UNKNOWN"
 
     @property
@@ -46,6 +49,7 @@ TERMINAL_STATES = frozenset(
         JobState.DEADLINE,
         # Final in Slurm: a preempted job that is requeued shows as PENDING again.
         JobState.PREEMPTED,
+        JobState.LOST,
     }
 )
 ACTIVE_STATES = frozenset(

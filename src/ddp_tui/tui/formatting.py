@@ -23,6 +23,7 @@ STATE_STYLES: dict[JobState, str] = {
     JobState.SUSPENDED: "yellow",
     JobState.BOOT_FAIL: "red",
     JobState.DEADLINE: "red",
+    JobState.LOST: "dim magenta",
     JobState.UNKNOWN: "dim",
 }
 

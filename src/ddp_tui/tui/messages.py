@@ -11,7 +11,8 @@ from textual.message import Message
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ddp_tui.remote.cluster import Check, Cluster, RunDetail, RunView, Snapshot
+    from ddp_tui.remote.cluster import Cluster, RunDetail, RunView, Snapshot
+    from ddp_tui.remote.verification import Check
     from ddp_tui.spec import FieldError
 
 

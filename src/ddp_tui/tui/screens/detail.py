@@ -27,7 +27,8 @@ from ddp_tui.tui.screens.base import RUN_ACTION_BINDINGS, BaseScreen
 from ddp_tui.tui.screens.jobs import run_size
 
 if TYPE_CHECKING:
-    from ddp_tui.remote.cluster import Check, Progress, RunDetail, RunView, Snapshot
+    from ddp_tui.remote.cluster import Progress, RunDetail, RunView, Snapshot
+    from ddp_tui.remote.verification import Check
 
 FOLLOW_INTERVAL = 1.0
 FOLLOW_IDLE_INTERVAL = 5.0  # once the run has ended, late log lines still arrive
@@ -96,6 +97,13 @@ def summary_text(run: RunView | None, run_json: Mapping[str, object] | None, run
         world = world or _int_or_none(run_json.get("world_size"))
         backend = backend or _str_or_none(run_json.get("backend"))
         rendezvous = rendezvous or _str_or_none(run_json.get("rendezvous"))
+    if run.note:
+        text.append(f"\n {run.note}", style="bold yellow")
+    if run.preflight is not None:
+        text.append(f"\n {run.preflight.describe()}", style="bold")
+        hosts = hosts or run.preflight.hosts
+        world = world or run.preflight.world_size
+        backend = backend or run.preflight.backend
     text.append("\n hosts: ")
     text.append(", ".join(hosts) if hosts else "-", style="bold")
     text.append(f"   world size: {world if world is not None else '-'}")
@@ -113,6 +121,8 @@ def _str_or_none(value: object) -> str | None:
 
 
 def progress_text(run: RunView | None, progress: Progress | None) -> Text:
+    if run is not None and run.preflight is not None:
+        return Text(f" {run.state.value.lower()}: {run.preflight.describe()}")
     if run is not None and run.state.is_terminal:
         # The bar keeps the last step reached; the label says the run is over.
         return Text(f" ended {run.state.value}: {run.epochs_done}/{run.epochs_total} epochs")

@@ -54,12 +54,17 @@ def row_values(run: RunView) -> Row:
     """The plain values of one row; the table updates only the cells whose value changed."""
     epochs = f"{run.epochs_done}/{run.epochs_total}" if run.epochs_total else "-"
     val = "-"
-    if run.last_val_metric is not None:
+    if run.preflight is not None:  # no epochs: its result and bus bandwidth instead
+        epochs = run.preflight.label
+        if run.preflight.busbw_gbps is not None:
+            val = f"bw {number(run.preflight.busbw_gbps, 3)}GB/s"
+    elif run.last_val_metric is not None:
         val = f"{metric_label(run.val_metric_name)} {number(run.last_val_metric)}"
     return (
         run.name,
         run.job_id or "-",
-        run.state.value,
+        # "*": the trainer's record disagrees with the job's end; Run detail says how.
+        run.state.value + (" *" if run.note else ""),
         run_size(run),
         duration(run.elapsed_sec) if run.elapsed_sec else "-",
         epochs,
@@ -271,7 +276,7 @@ class JobsTable(ScrollView, can_focus=True):
 
 def _state_style(state: str) -> str:
     try:
-        return STATE_STYLES.get(JobState(state), "") or "none"
+        return STATE_STYLES.get(JobState(state.split(" ", 1)[0]), "") or "none"
     except ValueError:
         return "none"
 

@@ -1,0 +1,138 @@
+"""The verification checklist, as pure functions over what a run's files and its job say.
+
+The facade (:meth:`Cluster.verify`) reads the files; these decide. A training run is
+checked for nodes, world size and backend, every epoch and a checkpoint; a preflight run
+for every rank answering, its bandwidth rows and its nodes. Both are checked for how the
+job ended, and the two records of that end (the trainer's ``run.json`` and the
+scheduler's state) are compared, so that a run that trained to the end but whose launcher
+still failed is reported as exactly that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ddp_tui.preflight_report import PreflightSummary
+from ddp_tui.remote.states import JobState
+from ddp_tui.spec import ExperimentSpec
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None  # None: not applicable yet
+    detail: str
+
+
+def outcome_note(
+    state: JobState, exit_code: int | None, run_json: Mapping[str, Any] | None, job_id: str | None
+) -> str:
+    """What to say where the trainer's record and the job's end disagree; "" where they
+    agree.
+
+    torchrun or the job script can exit non-zero after every rank finished (a rank that
+    died in interpreter teardown, an ``srun`` step that failed afterwards). Such a job is
+    FAILED, and must not be turned into success; but "FAILED" alone would send the user
+    looking for a training bug that is not there.
+    """
+    trained = run_json is not None and run_json.get("state") == "completed"
+    if not trained or not state.is_terminal or state is JobState.COMPLETED:
+        return ""
+    code = f" (exit code {exit_code})" if exit_code is not None else ""
+    return (
+        f"run.json says the trainer completed, but job {job_id or '-'} ended "
+        f"{state.value}{code}: something after training failed (the launcher or the job "
+        "script); see the .err log"
+    )
+
+
+def completed_check(
+    state: JobState, exit_code: int | None, run_json: Mapping[str, Any] | None, job_id: str | None
+) -> Check:
+    note = outcome_note(state, exit_code, run_json, job_id)
+    return Check(
+        "job completed",
+        True if state is JobState.COMPLETED else (None if state.is_active else False),
+        note or f"job {job_id or '-'} is {state.value}",
+    )
+
+
+def training_checks(
+    spec: ExperimentSpec,
+    state: JobState,
+    run_json: Mapping[str, Any] | None,
+    epochs: Sequence[int],
+    checkpoint_bytes: int | None,
+) -> list[Check]:
+    """Nodes, world size and backend, every epoch, and a checkpoint."""
+    hosts = [str(h) for h in run_json.get("hosts", [])] if run_json else []
+    ws = run_json.get("world_size") if run_json else None
+    be = run_json.get("backend") if run_json else None
+    want_be = spec.backend if spec.backend != "auto" else None
+    want = list(range(1, spec.epochs + 1))
+    size = f"{checkpoint_bytes / 2**20:.1f} MiB" if checkpoint_bytes is not None else "missing"
+    return [
+        Check(
+            "nodes used match the request",
+            None if not run_json else len(set(hosts)) == spec.nodes,
+            f"requested {spec.nodes}, ran on {len(set(hosts))}: {', '.join(hosts) or '-'}",
+        ),
+        Check(
+            "world size and backend match the spec",
+            None if not run_json else ws == spec.world_size and (want_be in (None, be)),
+            f"world size {ws} (spec {spec.world_size}), backend {be} (spec {spec.backend})",
+        ),
+        Check(
+            "every epoch is in metrics.csv",
+            list(epochs) == want if not state.is_active else None,
+            f"{len(epochs)}/{spec.epochs} epochs"
+            + ("" if list(epochs) == sorted(set(epochs)) else " (duplicates or gaps)"),
+        ),
+        Check("a checkpoint exists", checkpoint_bytes is not None, f"checkpoints/latest.pt {size}"),
+    ]
+
+
+def preflight_checks(spec: ExperimentSpec, state: JobState, pf: PreflightSummary) -> list[Check]:
+    """Every rank answered, the bandwidth rows are there, and the nodes match."""
+    pending = None if state.is_active else False
+    if pf.ok is None:
+        return [
+            Check("every rank answered", pending, "no preflight.json yet"),
+            Check("bandwidth rows are present", pending, "no preflight.json yet"),
+            Check("nodes used match the request", pending, "no preflight.json yet"),
+        ]
+    answered = pf.ok and not pf.failed_ranks and pf.world_size == spec.world_size
+    failed = f"; failed ranks {list(pf.failed_ranks)}" if pf.failed_ranks else ""
+    error = f"; {pf.error}" if pf.error else ""
+    single = pf.world_size == 1
+    hosts = sorted(set(pf.hosts))
+    return [
+        Check(
+            "every rank answered",
+            answered,
+            f"world size {pf.world_size} (spec {spec.world_size}){failed}{error}",
+        ),
+        Check(
+            "bandwidth rows are present",
+            pf.bandwidth_rows > 0 or (single and pf.ok),
+            f"{pf.bandwidth_rows} message sizes"
+            + (" (a single process has no collectives to time)" if single else ""),
+        ),
+        Check(
+            "nodes used match the request",
+            len(hosts) == spec.nodes if hosts else None,
+            f"requested {spec.nodes}, ran on {len(hosts)}: {', '.join(hosts)}"
+            if hosts
+            else "preflight.json names no hosts",
+        ),
+    ]
+
+
+def accounting_check(terminal: bool, saved: bool) -> Check:
+    return Check(
+        "accounting summary saved to sacct.txt",
+        saved if (saved or terminal) else None,
+        "saved" if saved else "not yet (the job has not ended)",
+    )
