@@ -3,6 +3,9 @@
 Plain ``ddp-tui`` starts the app. ``ddp-tui submit|ls|logs|cancel|retry|verify|compare|
 preflight`` do the same things without a screen, for scripts and CI. Nothing here imports
 torch, and textual is imported only when the app starts.
+
+Output behaves like a Unix tool's: piped into ``head``, a command stops quietly when the
+reader goes away (exit status 141, as if killed by SIGPIPE).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -18,22 +22,79 @@ from typing import TYPE_CHECKING
 from ddp_tui import __version__
 
 if TYPE_CHECKING:
+    from ddp_tui.config import Profile
     from ddp_tui.remote.cluster import Cluster, RunView
-    from ddp_tui.spec import ExperimentSpec
+    from ddp_tui.spec import ExperimentSpec, FieldSpec
+
+#: Run directories the app reads per refresh: its first table shows the newest runs at
+#: once, and older ones join it refresh by refresh (the CLI reads them all at once).
+APP_LISTING_BATCH = 200
 
 SUBCOMMANDS = ("submit", "ls", "logs", "cancel", "retry", "verify", "compare", "preflight")
+#: The shell's status for a process killed by SIGPIPE (128 + 13).
+EXIT_BROKEN_PIPE = 141
+
+_SPEC_DESCRIPTION = (
+    "Each experiment option sets the spec field of its name. The defaults shown are the "
+    "spec's own; the profile (partition, account, time limit, python, ...) and the local "
+    "scheduler (device cpu, backend gloo) put theirs first, and --spec-file starts from a "
+    "saved spec. List options take shell words in one argument, e.g. "
+    "--extra-sbatch '--exclusive --comment=x'."
+)
+#: Why a local refusal of a Slurm-shaped spec is not the end of the road.
+_PREVIEW_HINT = (
+    "to preview this job's Slurm script on this machine, add --scheduler slurm --dry-run "
+    "(rendering needs no Slurm; submitting does)"
+)
+
+
+def _metavar(f: FieldSpec) -> str:
+    # A closed list shows as argparse shows choices; the values still reach the spec's
+    # validator as text, so that a wrong one is reported by field name like any other error.
+    if f.choices and not f.others:
+        return "{" + ",".join(f.choices) + "}"
+    return f.placeholder
+
+
+def _option_help(f: FieldSpec) -> str:
+    text = f.help
+    if f.others:  # an open list: the choices are not in the metavar
+        text += f"; {f.allowed}"
+    default = f.default_text
+    if default and f.unit:
+        default += f" {f.unit}"
+    text += f" (default: {default or f.empty or 'none'})"
+    return text.replace("%", "%%")  # argparse %-formats help
 
 
 def _spec_options(parser: argparse.ArgumentParser) -> None:
-    from ddp_tui.spec import ExperimentSpec
+    from ddp_tui.spec import FIELD_SECTIONS, FIELDS
 
-    group = parser.add_argument_group("experiment (any ExperimentSpec field)")
-    for f in dataclasses.fields(ExperimentSpec):
-        group.add_argument(
-            "--" + f.name.replace("_", "-"), dest=f"spec_{f.name}", metavar="VALUE", default=None
+    # One group per section, in the order Compose shows them.
+    groups = {section: parser.add_argument_group(section) for section in FIELD_SECTIONS}
+    for f in FIELDS.values():
+        groups[f.section].add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f"spec_{f.name}",
+            metavar=_metavar(f),
+            default=None,
+            help=_option_help(f),
         )
     parser.add_argument(
         "--spec-file", help="a JSON spec (e.g. a run's spec.json) to start from", default=None
+    )
+
+
+def _scheduler_option(parser: argparse.ArgumentParser, default: object) -> None:
+    from ddp_tui.config import SCHEDULERS
+
+    parser.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        default=default,
+        help="where jobs run: slurm; local (this machine, one node); auto: slurm where it "
+        "answers, else local. Overrides the profile's scheduler. With submit --dry-run, "
+        "slurm renders the Slurm script even where Slurm is not installed",
     )
 
 
@@ -45,16 +106,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", help="cluster profile from the config file")
     p.add_argument("--host", help="run against a login node over SSH (alias from ~/.ssh/config)")
     p.add_argument("--runs-root", help="where run directories live (default: the profile's)")
+    _scheduler_option(p, None)
     sub = p.add_subparsers(dest="command")
-    s = sub.add_parser("submit", help="submit a run, or a sweep of sizes")
+    s = sub.add_parser(
+        "submit", help="submit a run, or a sweep of sizes", description=_SPEC_DESCRIPTION
+    )
+    # Also after the subcommand, where a previewing user puts it; SUPPRESS keeps a value
+    # given before the subcommand.
+    _scheduler_option(s, argparse.SUPPRESS)
     _spec_options(s)
     s.add_argument("--dry-run", action="store_true", help="print the job script, submit nothing")
-    s.add_argument("--sweep", help="sizes such as 1,2,4,8, submitted as one group")
-    s.add_argument("--sweep-over", choices=("gpus", "nodes"), default="gpus")
-    pf = sub.add_parser("preflight", help="submit a collective test of the spec's shape")
+    s.add_argument(
+        "--sweep",
+        metavar="SIZES",
+        help="sizes such as 1,2,4,8, submitted as one group (default: one run)",
+    )
+    s.add_argument(
+        "--sweep-over",
+        choices=("gpus", "nodes"),
+        default="gpus",
+        help="what the sweep's sizes set: GPUs per node or nodes (default: gpus)",
+    )
+    pf = sub.add_parser(
+        "preflight",
+        help="submit a collective test of the spec's shape",
+        description=_SPEC_DESCRIPTION,
+    )
+    _scheduler_option(pf, argparse.SUPPRESS)
     _spec_options(pf)
     ls = sub.add_parser("ls", help="list runs, newest first")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     for name, helptext in (
         ("cancel", "cancel a run's job"),
         ("retry", "resubmit a run; it resumes from its checkpoint"),
@@ -63,9 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=helptext)
         c.add_argument("run", help="run id, a unique prefix of one, or a job id")
     lg = sub.add_parser("logs", help="print a run's .out (or .err)")
-    lg.add_argument("run")
-    lg.add_argument("--err", action="store_true")
-    lg.add_argument("-f", "--follow", action="store_true")
+    lg.add_argument("run", help="run id, a unique prefix of one, or a job id")
+    lg.add_argument("--err", action="store_true", help="print the .err file instead")
+    lg.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends")
     cp = sub.add_parser("compare", help="scaling table of a group (or of a run's group)")
     cp.add_argument("group", help="group key, or a run in the group")
     cp.add_argument("--export", action="store_true", help="write Markdown and CSV next to the runs")
@@ -73,6 +154,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``ddp-tui`` with ``argv`` (default: the command line); returns the exit status."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            # Here, not at the interpreter's exit: a reader that went away (| head) then
+            # raises into the handler below instead of printing "Exception ignored".
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
+
+
+def _stdout_to_devnull() -> None:
+    """Point fd 1 at /dev/null, so that the interpreter's final flush of what is still
+    buffered cannot fail a second time (the recipe in Python's signal docs)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a file (captured output): nothing is flushed to a pipe at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command is None:
         return _run_app(args)
@@ -88,6 +197,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ddp-tui: {exc}", file=sys.stderr)
         return 2
     try:
+        if args.scheduler == "slurm" and _submits(args):
+            try:
+                cluster.partitions()
+            except (SchedulerError, ExecutorError) as exc:
+                # Asked for by name, Slurm is not probed first: say so now, before a run
+                # directory exists and a lost sbatch answer is waited for.
+                print(
+                    "ddp-tui: --scheduler slurm: Slurm does not answer here, and submitting "
+                    f"needs it (submit --dry-run previews the script without it): {exc}",
+                    file=sys.stderr,
+                )
+                return 2
         return _COMMANDS[args.command](cluster, args)
     except ValidationFailed as exc:
         for e in exc.errors:
@@ -103,26 +224,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster.close()
 
 
-def _open(args: argparse.Namespace) -> Cluster:
+def _submits(args: argparse.Namespace) -> bool:
+    """Whether the command hands a job to the scheduler."""
+    if args.command == "submit":
+        return not args.dry_run
+    return args.command in ("preflight", "retry")
+
+
+def _profile(args: argparse.Namespace) -> Profile:
+    """The chosen profile, with ``--scheduler`` in place of its own setting."""
     from ddp_tui.config import get_profile
+    from ddp_tui.remote.scheduler import SchedulerError
+
+    profile = get_profile(args.profile)
+    if args.scheduler is None:
+        return profile
+    host = args.host or profile.host
+    if args.scheduler == "local" and host:
+        raise SchedulerError(f"--scheduler local runs jobs on this machine only, not on {host}")
+    return dataclasses.replace(profile, scheduler=args.scheduler)
+
+
+def _open(args: argparse.Namespace) -> Cluster:
     from ddp_tui.remote.cluster import Cluster
 
-    return Cluster.open(get_profile(args.profile), host=args.host, runs_root=args.runs_root)
+    return Cluster.open(_profile(args), host=args.host, runs_root=args.runs_root)
 
 
 def _run_app(args: argparse.Namespace) -> int:
-    from ddp_tui.config import ConfigError, get_profile
+    from ddp_tui.config import ConfigError
     from ddp_tui.remote.cluster import Cluster
+    from ddp_tui.remote.scheduler import SchedulerError
     from ddp_tui.tui.app import run_app
 
     try:
-        profile = get_profile(args.profile)
-    except ConfigError as exc:
+        profile = _profile(args)
+    except (ConfigError, SchedulerError) as exc:
         print(f"ddp-tui: {exc}", file=sys.stderr)
         return 2
 
     def factory(prompter: object) -> Cluster:
-        return Cluster.open(profile, host=args.host, runs_root=args.runs_root, prompter=prompter)
+        return Cluster.open(
+            profile,
+            host=args.host,
+            runs_root=args.runs_root,
+            prompter=prompter,
+            listing_batch=APP_LISTING_BATCH,
+        )
 
     return run_app(factory, profile=profile)
 
@@ -152,6 +300,20 @@ def _cmd_submit(cluster: Cluster, args: argparse.Namespace) -> int:
     from ddp_tui.spec import FieldError
 
     spec = _spec_from_args(cluster, args)
+    try:
+        return _submit(cluster, args, spec)
+    except ValidationFailed as exc:
+        if cluster.scheduler.name == "local" and spec.needs_slurm:
+            # The facade refuses the shape; only the CLI can say which option gets the
+            # script anyway.
+            raise ValidationFailed([*exc.errors, FieldError("scheduler", _PREVIEW_HINT)]) from None
+        raise
+
+
+def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) -> int:
+    from ddp_tui.remote.cluster import ValidationFailed
+    from ddp_tui.spec import FieldError
+
     if args.dry_run:
         errors = cluster.validate(spec)
         if errors:

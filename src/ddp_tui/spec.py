@@ -20,6 +20,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
 from ddp_tui.remote.scheduler import PartitionInfo
@@ -27,12 +28,18 @@ from ddp_tui.remote.scheduler import PartitionInfo
 __all__ = [
     "BACKENDS",
     "BUILTIN_DATASETS",
+    "BUILTIN_MODELS",
     "DEVICES",
+    "FIELDS",
+    "FIELD_SECTIONS",
     "LAUNCHERS",
     "SCALE_FIELDS",
+    "SYNTHETIC_DEFAULT_SHAPE",
     "ExperimentSpec",
     "FieldError",
+    "FieldSpec",
     "SpecError",
+    "form_text",
     "format_time_limit",
     "parse_time_limit",
     "parse_time_limit_seconds",
@@ -59,14 +66,43 @@ BUILTIN_DATASETS: Final = (
     "imagefolder",
     "tabular",
 )
-#: Fields that set the size of a run; runs that differ only in these compare as one group.
-SCALE_FIELDS: Final = ("nodes", "gpus_per_node")
+#: Models the trainer builds by name (its ``args.BUILTIN_MODELS``). Any other name is a
+#: torchvision classification model, or ``pkg.module:function``.
+BUILTIN_MODELS: Final = ("mlp", "simple_cnn")
+#: The shape of a synthetic sample when ``synthetic_shape`` is empty (the trainer's default).
+SYNTHETIC_DEFAULT_SHAPE: Final = (1, 28, 28)
+#: What each built-in dataset other than synthetic feeds the model (the trainer's data.py and
+#: images.py): C,H,W images, or tabular's rows of numbers. -1: a size known only at run time.
+_DATASET_SHAPES: Final[dict[str, tuple[int, ...]]] = {
+    "mnist": (1, 28, 28),
+    "fashion_mnist": (1, 28, 28),
+    "cifar10": (3, 32, 32),
+    "cifar100": (3, 32, 32),
+    "imagefolder": (3, -1, -1),  # loaded as RGB, resized to --image-size
+    "tabular": (-1,),
+}
 #: A label, not part of the experiment: runs named differently still compare.
 _LABEL_FIELDS: Final = ("name",)
 
 MAX_NODES: Final = 1024
 MAX_PROCS_PER_NODE: Final = 128
 MAX_TIME_MIN: Final = 365 * 24 * 60
+
+#: The groups a spec's fields are shown in, in order (the CLI's --help, Compose's form).
+SECTION_TRAIN: Final = "What to train"
+SECTION_SIZE: Final = "Size and launch"
+SECTION_SLURM: Final = "Slurm resources"
+SECTION_OPTIM: Final = "Optimisation"
+SECTION_PREEMPT: Final = "Preemption"
+SECTION_ENV: Final = "Environment"
+FIELD_SECTIONS: Final = (
+    SECTION_TRAIN,
+    SECTION_SIZE,
+    SECTION_SLURM,
+    SECTION_OPTIM,
+    SECTION_PREEMPT,
+    SECTION_ENV,
+)
 
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _IDENT: Final = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -86,6 +122,7 @@ _EXTRA_SBATCH_RE: Final = re.compile(
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_NO_TAB_RE: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _HEREDOC_RE: Final = re.compile(r"(?<!<)<<(?!<)")
+_TIME_HELP: Final = "use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 02:00:00)"
 
 #: sbatch options the spec (or the app) sets itself. An extra option may not name one of these,
 #: nor abbreviate one: sbatch's getopt_long accepts unambiguous prefixes such as ``--out``.
@@ -172,57 +209,388 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
+class FieldSpec:
+    """One ExperimentSpec field, described once: its kind, default, allowed values, unit, help
+    text, form section and whether it sets the run's size.
+
+    Each field of :class:`ExperimentSpec` carries its description (``_doc``); :data:`FIELDS`
+    completes them with the name and kind. The CLI's ``--help`` is generated from them, and
+    Compose's form and the validation messages can be too, so the three cannot drift apart.
+    """
+
+    name: str
+    #: How the value is typed: bool, int, optint, float, optfloat, str, strlist or env.
+    kind: str
+    default: Any
+    section: str
+    #: A short name for a form's label.
+    label: str
+    #: What the field is, in a phrase.
+    help: str
+    #: The allowed values, for fields that take one of a list (the lists validate() checks).
+    choices: tuple[str, ...] = ()
+    #: What else is allowed besides ``choices``, in words (model, dataset).
+    others: tuple[str, ...] = ()
+    unit: str = ""
+    #: What an empty value stands for, where the field may be empty (``the cluster's default``).
+    empty: str = ""
+    #: How a value is written, as a placeholder (``HH:MM:SS``); empty: from the kind.
+    syntax: str = ""
+    #: Sets the run's size: runs differing only in these fields compare as one group.
+    scale: bool = False
+
+    @property
+    def allowed(self) -> str:
+        """``auto, nccl or gloo``; empty for fields that take free values."""
+        items = (*self.choices, *self.others)
+        if len(items) < 2:
+            return "".join(items)
+        return f"{', '.join(items[:-1])} or {items[-1]}"
+
+    @property
+    def default_text(self) -> str:
+        """The default as a form or the CLI would give it (empty for none)."""
+        return form_text(self.name, self.default)
+
+    @property
+    def placeholder(self) -> str:
+        """How a value is written: ``syntax``, else a word for the kind."""
+        return self.syntax or _KIND_SYNTAX[self.kind]
+
+
+_DOC: Final = "ddp_tui.field"
+_KIND_SYNTAX: Final = {
+    "bool": "yes|no",
+    "int": "N",
+    "optint": "N",
+    "float": "X",
+    "optfloat": "X",
+    "str": "TEXT",
+    "strlist": "WORDS",
+    "env": "NAME=VALUE...",
+}
+
+
+def _doc(
+    default: Any,
+    section: str,
+    label: str,
+    help: str,
+    *,
+    choices: tuple[str, ...] = (),
+    others: tuple[str, ...] = (),
+    unit: str = "",
+    empty: str = "",
+    syntax: str = "",
+    scale: bool = False,
+) -> Any:
+    """A dataclass field with ``default`` and its description (name and kind come later)."""
+    spec = FieldSpec(
+        name="",
+        kind="",
+        default=default,
+        section=section,
+        label=label,
+        help=help,
+        choices=choices,
+        others=others,
+        unit=unit,
+        empty=empty,
+        syntax=syntax,
+        scale=scale,
+    )
+    return dataclasses.field(default=default, metadata={_DOC: spec})
+
+
+@dataclass(frozen=True)
 class ExperimentSpec:
     """Everything one DDP run is: what to train, on how much, where, and how to start it."""
 
-    name: str = "experiment"
     # what to train
-    model: str = "simple_cnn"
-    dataset: str = "synthetic"
-    data_root: str = ""
-    download: bool = False
-    task: str = "classification"
-    target: str = ""
-    num_classes: int | None = None
-    synthetic_samples: int | None = None
-    synthetic_val_samples: int | None = None
-    synthetic_shape: str = ""
+    name: str = _doc(
+        "experiment",
+        SECTION_TRAIN,
+        "Name",
+        "a label for the run: its directory and job name",
+        syntax="NAME",
+    )
+    model: str = _doc(
+        "simple_cnn",
+        SECTION_TRAIN,
+        "Model",
+        "the network to train",
+        choices=BUILTIN_MODELS,
+        others=(
+            "a torchvision classification model (resnet50, vit_b_16, ...)",
+            "pkg.module:function",
+        ),
+        syntax="MODEL",
+    )
+    dataset: str = _doc(
+        "synthetic",
+        SECTION_TRAIN,
+        "Dataset",
+        "the data to train on",
+        choices=BUILTIN_DATASETS,
+        others=("pkg.module:function",),
+        syntax="DATASET",
+    )
+    data_root: str = _doc(
+        "",
+        SECTION_TRAIN,
+        "Data root",
+        "where the data is on the cluster: a directory, or a .csv/.npz file for tabular; "
+        "required for imagefolder and tabular",
+        syntax="PATH",
+    )
+    download: bool = _doc(
+        False,
+        SECTION_TRAIN,
+        "Download data",
+        "download a torchvision dataset into data root first (needs internet on the node)",
+    )
+    task: str = _doc(
+        "classification",
+        SECTION_TRAIN,
+        "Task",
+        "what the model predicts; tabular trains as regression, the other built-in datasets "
+        "as classification",
+        choices=TASKS,
+    )
+    target: str = _doc(
+        "",
+        SECTION_TRAIN,
+        "Target column",
+        "the column to predict (tabular; handed to a custom dataset)",
+        syntax="COLUMN",
+    )
+    num_classes: int | None = _doc(
+        None, SECTION_TRAIN, "Classes", "the number of classes", empty="from the dataset"
+    )
+    synthetic_samples: int | None = _doc(
+        None,
+        SECTION_TRAIN,
+        "Synthetic samples",
+        "training samples of the synthetic dataset",
+        empty="the trainer's",
+    )
+    synthetic_val_samples: int | None = _doc(
+        None,
+        SECTION_TRAIN,
+        "Synthetic val",
+        "validation samples of the synthetic dataset",
+        empty="the trainer's",
+    )
+    synthetic_shape: str = _doc(
+        "",
+        SECTION_TRAIN,
+        "Synthetic shape",
+        "the shape of a synthetic sample: C,H,W for images, one or two sizes for flat "
+        "samples (mlp only)",
+        empty=",".join(map(str, SYNTHETIC_DEFAULT_SHAPE)),
+        syntax="C,H,W",
+    )
     # size and launch
-    nodes: int = 1
-    gpus_per_node: int = 1
-    backend: str = "auto"
-    launcher: str = "torchrun"
-    device: str = "cuda"
+    nodes: int = _doc(
+        1,
+        SECTION_SIZE,
+        "Nodes",
+        f"nodes to run on, 1 to {MAX_NODES}; more than one needs Slurm",
+        scale=True,
+    )
+    gpus_per_node: int = _doc(
+        1,
+        SECTION_SIZE,
+        "GPUs per node",
+        f"training processes per node, 1 to {MAX_PROCS_PER_NODE}: GPUs, or CPU processes "
+        "with device cpu",
+        scale=True,
+    )
+    backend: str = _doc(
+        "auto",
+        SECTION_SIZE,
+        "Backend",
+        "the torch.distributed backend; auto: nccl on GPUs, gloo on the CPU",
+        choices=BACKENDS,
+    )
+    launcher: str = _doc(
+        "torchrun",
+        SECTION_SIZE,
+        "Launcher",
+        "what starts the processes: torchrun, one per node, or srun, one task per process "
+        "(needs Slurm)",
+        choices=LAUNCHERS,
+    )
+    device: str = _doc(
+        "cuda", SECTION_SIZE, "Device", "train on GPUs (cuda) or on the CPU", choices=DEVICES
+    )
     # Slurm resources
-    partition: str = ""
-    account: str = ""
-    qos: str = ""
-    time_limit: str = "01:00:00"
-    constraint: str = ""
-    cpus_per_task: int = 4
-    mem: str = ""
+    partition: str = _doc(
+        "",
+        SECTION_SLURM,
+        "Partition",
+        "the Slurm partition, or several joined by commas",
+        empty="the cluster's default",
+        syntax="NAME",
+    )
+    account: str = _doc(
+        "",
+        SECTION_SLURM,
+        "Account",
+        "the Slurm account to charge",
+        empty="your default account",
+        syntax="NAME",
+    )
+    qos: str = _doc(
+        "",
+        SECTION_SLURM,
+        "QOS",
+        "the Slurm quality of service",
+        empty="the default QOS",
+        syntax="NAME",
+    )
+    time_limit: str = _doc(
+        "01:00:00",
+        SECTION_SLURM,
+        "Time limit",
+        f"the job's wall-clock limit: {_TIME_HELP}",
+        syntax="D-HH:MM:SS",
+    )
+    constraint: str = _doc(
+        "",
+        SECTION_SLURM,
+        "Constraint",
+        "node features the job needs, e.g. a100&ib",
+        syntax="FEATURES",
+    )
+    cpus_per_task: int = _doc(
+        4,
+        SECTION_SLURM,
+        "CPUs per task",
+        "CPUs per Slurm task: with torchrun one task per node, shared by its processes; "
+        "with srun one per process",
+    )
+    mem: str = _doc(
+        "",
+        SECTION_SLURM,
+        "Memory",
+        "memory per node, e.g. 64G or 500M; 0: all of the node's",
+        empty="the cluster's default",
+        syntax="SIZE",
+    )
     # optimisation
-    epochs: int = 10
-    batch_per_gpu: int = 64
-    lr: float | None = None  # None: the trainer's default (0.05 for sgd, 1e-3 for adamw)
-    lr_scaling: str = "none"
-    base_batch: int | None = None
-    optimizer: str = "sgd"
-    schedule: str = "cosine"
-    warmup_epochs: int = 0
-    precision: str = "auto"
-    workers: int = 2
-    seed: int = 0
-    max_steps_per_epoch: int | None = None
+    epochs: int = _doc(10, SECTION_OPTIM, "Epochs", "passes over the training data")
+    batch_per_gpu: int = _doc(
+        64,
+        SECTION_OPTIM,
+        "Batch per GPU",
+        "samples per step on each process; the global batch is this times the world size",
+        unit="samples",
+    )
+    lr: float | None = _doc(
+        None,
+        SECTION_OPTIM,
+        "Learning rate",
+        "the learning rate",
+        empty="the trainer's, 0.05 for sgd and 1e-3 for adamw",
+    )
+    lr_scaling: str = _doc(
+        "none",
+        SECTION_OPTIM,
+        "LR scaling",
+        "linear: lr times the global batch over base batch",
+        choices=LR_SCALINGS,
+    )
+    base_batch: int | None = _doc(
+        None,
+        SECTION_OPTIM,
+        "Base batch",
+        "the global batch lr is tuned for, with linear scaling",
+        empty="the trainer's",
+        unit="samples",
+    )
+    optimizer: str = _doc("sgd", SECTION_OPTIM, "Optimizer", "the optimizer", choices=OPTIMIZERS)
+    schedule: str = _doc(
+        "cosine",
+        SECTION_OPTIM,
+        "Schedule",
+        "the learning-rate schedule after the warm-up",
+        choices=SCHEDULES,
+    )
+    warmup_epochs: int = _doc(
+        0,
+        SECTION_OPTIM,
+        "Warmup epochs",
+        "epochs of linear learning-rate warm-up, fewer than epochs",
+    )
+    precision: str = _doc(
+        "auto",
+        SECTION_OPTIM,
+        "Precision",
+        "mixed precision; auto: bf16 on a GPU that supports it, fp32 on the CPU; fp16 needs a GPU",
+        choices=PRECISIONS,
+    )
+    workers: int = _doc(
+        2, SECTION_OPTIM, "Loader workers", "data-loader processes per training process"
+    )
+    seed: int = _doc(0, SECTION_OPTIM, "Seed", "the random seed: initial weights, data order")
+    max_steps_per_epoch: int | None = _doc(
+        None,
+        SECTION_OPTIM,
+        "Max steps/epoch",
+        "end each epoch after this many steps, for quick tests",
+        empty="the whole epoch",
+    )
     # preemption
-    requeue: bool = True
-    signal_lead_sec: int = 120
+    requeue: bool = _doc(
+        True,
+        SECTION_PREEMPT,
+        "Requeue on timeout",
+        "let Slurm requeue the job when it is preempted or runs out of time; it resumes from "
+        "its checkpoint",
+    )
+    signal_lead_sec: int = _doc(
+        120,
+        SECTION_PREEMPT,
+        "Signal lead",
+        "how long before the time limit the job is told to checkpoint; 0: not at all",
+        unit="s",
+    )
     # environment and escape hatches
-    env_setup: tuple[str, ...] = ()
-    python: str = "python3"
-    extra_sbatch: tuple[str, ...] = ()
-    extra_trainer_args: tuple[str, ...] = ()
-    nccl_env: tuple[tuple[str, str], ...] = ()
+    env_setup: tuple[str, ...] = _doc(
+        (),
+        SECTION_ENV,
+        "Setup lines",
+        "shell lines run before training, one per line, e.g. module load pytorch",
+        syntax="LINES",
+    )
+    python: str = _doc(
+        "python3",
+        SECTION_ENV,
+        "Python",
+        "the Python that runs the trainer on the nodes: python3 or a venv's python",
+        syntax="PATH",
+    )
+    extra_sbatch: tuple[str, ...] = _doc(
+        (),
+        SECTION_ENV,
+        "Extra #SBATCH",
+        "more sbatch options, as shell words, e.g. --exclusive",
+        syntax="OPTIONS",
+    )
+    extra_trainer_args: tuple[str, ...] = _doc(
+        (),
+        SECTION_ENV,
+        "Extra trainer args",
+        "more trainer arguments, as shell words, e.g. --compile",
+        syntax="ARGS",
+    )
+    nccl_env: tuple[tuple[str, str], ...] = _doc(
+        (),
+        SECTION_ENV,
+        "NCCL env",
+        "environment variables for the training processes, e.g. NCCL_DEBUG=INFO",
+    )
 
     def __post_init__(self) -> None:
         # Accept lists and a mapping (what JSON and forms give); keep the frozen spec hashable.
@@ -350,6 +718,22 @@ _KIND_WORDS: Final = {
 }
 
 
+def _field_specs() -> dict[str, FieldSpec]:
+    specs: dict[str, FieldSpec] = {}
+    for f in dataclasses.fields(ExperimentSpec):
+        doc = f.metadata.get(_DOC)
+        if not isinstance(doc, FieldSpec):  # pragma: no cover - a new field needs a _doc(...)
+            raise TypeError(f"ExperimentSpec.{f.name} has no description: declare it with _doc()")
+        specs[f.name] = dataclasses.replace(doc, name=f.name, kind=_FIELD_KINDS[f.name])
+    return specs
+
+
+#: Every ExperimentSpec field's description, in declaration order.
+FIELDS: Final[Mapping[str, FieldSpec]] = MappingProxyType(_field_specs())
+#: Fields that set the size of a run; runs that differ only in these compare as one group.
+SCALE_FIELDS: Final = tuple(name for name, f in FIELDS.items() if f.scale)
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -393,7 +777,6 @@ _TIME_FORMATS: Final = tuple(
         r"(?P<d>\d{1,4})-(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2})",
     )
 )
-_TIME_HELP: Final = "use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 02:00:00)"
 
 
 def parse_time_limit_seconds(text: str) -> int:
@@ -642,6 +1025,44 @@ def _nccl_env_errors(value: object) -> list[FieldError]:
     return errors
 
 
+def _model_input_error(s: ExperimentSpec) -> FieldError | None:
+    """The trainer's build_model rules (trainer/models.py), so that a model that cannot take
+    the dataset's samples is refused at submit rather than when the job starts.
+
+    mlp flattens any sample; a pkg.module:function model, or any model on a custom dataset,
+    meets the real shape only at run time."""
+    if s.model == "mlp" or ":" in s.model or ":" in s.dataset:
+        return None
+    if s.dataset == "synthetic":
+        shape = (
+            tuple(int(d) for d in s.synthetic_shape.split(","))
+            if s.synthetic_shape
+            else SYNTHETIC_DEFAULT_SHAPE
+        )
+        data = f"synthetic_shape {','.join(map(str, shape))}"
+    else:
+        shape = _DATASET_SHAPES[s.dataset]
+        data = f"dataset {s.dataset}"
+    if len(shape) != 3:
+        if s.dataset == "synthetic":
+            given, fix = "gives flat samples", ", or a C,H,W synthetic_shape"
+        else:
+            given, fix = "gives rows of numbers", ""
+        return FieldError(
+            "model",
+            f"{s.model} needs C,H,W images, but {data} {given}; use mlp or "
+            f"pkg.module:function{fix}",
+        )
+    if s.model != "simple_cnn" and shape[0] not in (1, 3):
+        # torchvision models take RGB; the trainer repeats a single grey channel three times.
+        return FieldError(
+            "model",
+            f"{s.model} needs images with 1 or 3 channels, but {data} has {shape[0]}; use "
+            "mlp, simple_cnn or pkg.module:function",
+        )
+    return None
+
+
 def validate(spec: ExperimentSpec) -> list[FieldError]:
     """Every problem with ``spec`` at once (empty when it can be rendered and submitted)."""
     s = spec
@@ -658,16 +1079,10 @@ def validate(spec: ExperimentSpec) -> list[FieldError]:
             optional=False,
         )
     )
-    add(
-        _pattern(
-            "model",
-            s.model,
-            _MODEL_RE,
-            "mlp, simple_cnn, a torchvision model name (resnet50) or pkg.module:function",
-            max_len=200,
-            optional=False,
-        )
+    model_err = _pattern(
+        "model", s.model, _MODEL_RE, FIELDS["model"].allowed, max_len=200, optional=False
     )
+    add(model_err)
     dataset_ok = isinstance(s.dataset, str) and (
         s.dataset in BUILTIN_DATASETS
         or (len(s.dataset) <= 200 and _CALLABLE_RE.fullmatch(s.dataset) is not None)
@@ -676,8 +1091,7 @@ def validate(spec: ExperimentSpec) -> list[FieldError]:
         add(
             FieldError(
                 "dataset",
-                f"must be one of {', '.join(BUILTIN_DATASETS)} or pkg.module:function, "
-                f"got {s.dataset!r}",
+                f"must be one of {FIELDS['dataset'].allowed}, got {s.dataset!r}",
             )
         )
     add(_text("data_root", s.data_root, max_len=4096, required=False))
@@ -705,16 +1119,17 @@ def validate(spec: ExperimentSpec) -> list[FieldError]:
         add(FieldError("num_classes", "must be empty for a regression task"))
     add(_int_range("synthetic_samples", s.synthetic_samples, 1, 100_000_000, optional=True))
     add(_int_range("synthetic_val_samples", s.synthetic_val_samples, 1, 100_000_000, optional=True))
-    add(
-        _pattern(
-            "synthetic_shape",
-            s.synthetic_shape,
-            _SHAPE_RE,
-            "C,H,W (1 to 3 positive integers up to 9999, e.g. 1,28,28)",
-            max_len=20,
-            optional=True,
-        )
+    shape_err = _pattern(
+        "synthetic_shape",
+        s.synthetic_shape,
+        _SHAPE_RE,
+        "C,H,W (1 to 3 positive integers up to 9999, e.g. 1,28,28)",
+        max_len=20,
+        optional=True,
     )
+    add(shape_err)
+    if model_err is None and dataset_ok and shape_err is None:
+        add(_model_input_error(s))
 
     nodes_err = _int_range("nodes", s.nodes, 1, MAX_NODES)
     add(nodes_err)
@@ -974,11 +1389,18 @@ def _conv_words(text: str) -> tuple[str, ...]:
 
 def _conv_env(text: str) -> tuple[tuple[str, str], ...]:
     pairs: list[tuple[str, str]] = []
-    for word in _conv_words(text.replace(",", " ")):
-        key, sep, value = word.partition("=")
-        if not sep:
-            raise ValueError(f"each item must be NAME=value, got {word!r}")
-        pairs.append((key, value))
+    for word in _conv_words(text):
+        # Commas separate items too (A=1,B=2), but a piece without "=" continues the value
+        # before it, so that NCCL_IB_HCA=mlx5_0,mlx5_1 stays one item.
+        pieces = [p for p in word.split(",") if p]
+        for i, piece in enumerate(pieces):
+            key, sep, value = piece.partition("=")
+            if sep:
+                pairs.append((key, value))
+            elif i:
+                pairs[-1] = (pairs[-1][0], f"{pairs[-1][1]},{piece}")
+            else:
+                raise ValueError(f"each item must be NAME=value, got {word!r}")
     return tuple(pairs)
 
 
@@ -994,6 +1416,21 @@ _CONVERTERS: Final[dict[str, Callable[[str], Any]]] = {
 }
 #: Form fields whose text box holds one item per line rather than shell words.
 _LINE_FIELDS: Final = frozenset({"env_setup"})
+
+
+def form_text(name: str, value: Any) -> str:
+    """``value`` of field ``name`` as the text :func:`spec_from_form` reads back to it."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if name in _LINE_FIELDS:
+        return "\n".join(value)
+    if _FIELD_KINDS.get(name) == "env":
+        return " ".join(f"{k}={shlex.quote(v)}" for k, v in value)
+    if isinstance(value, tuple | list):
+        return shlex.join(value)
+    return str(value)
 
 
 def spec_from_form(

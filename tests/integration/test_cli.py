@@ -15,12 +15,22 @@ import pytest
 EXE = shutil.which("ddp-tui", path=os.path.dirname(sys.executable)) or "ddp-tui"
 
 
-def cli(tmp_path: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def cli_env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["DDP_TUI_CONFIG"] = str(tmp_path / "config.toml")
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
     # The embedded scheduler, whatever this machine has installed.
     (tmp_path / "config.toml").write_text('[profiles.local]\nscheduler = "local"\n')
+    return env
+
+
+def cli(
+    tmp_path: Path, *args: str, check: bool = True, path: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ddp-tui; ``path`` replaces $PATH (an empty directory: a machine without Slurm)."""
+    env = cli_env(tmp_path)
+    if path is not None:
+        env["PATH"] = path
     res = subprocess.run(
         [EXE, "--runs-root", str(tmp_path / "runs"), *args],
         capture_output=True,
@@ -31,6 +41,24 @@ def cli(tmp_path: Path, *args: str, check: bool = True) -> subprocess.CompletedP
     if check:
         assert res.returncode == 0, res.stderr
     return res
+
+
+def cli_into_closed_pipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ddp-tui with stdout a pipe whose reader has already gone (as after ``| head -1``
+    has read its line), so that its first write to stdout fails, whatever the timing."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [EXE, "--runs-root", str(tmp_path / "runs"), *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(tmp_path),
+            timeout=300,
+        )
+    finally:
+        os.close(write_end)
 
 
 SMALL = [
@@ -83,3 +111,58 @@ def test_submit_ls_logs_verify_compare(tmp_path: Path) -> None:
     assert verify.stdout.count("[ok  ]") == 6, verify.stdout
     table = cli(tmp_path, "compare", run_id, "--export").stdout
     assert "speedup" in table and "wrote " in table
+
+
+def test_scheduler_slurm_dry_run_renders_a_two_node_script_without_slurm(tmp_path: Path) -> None:
+    no_slurm = tmp_path / "bin"  # PATH holds no sbatch, sinfo or squeue
+    no_slurm.mkdir()
+    res = cli(
+        tmp_path, "submit", "--dry-run", "--scheduler", "slurm", "--nodes", "2",
+        "--gpus-per-node", "4", *SMALL[:2], path=str(no_slurm),
+    )  # fmt: skip
+    assert res.stdout.startswith("#!/bin/bash\n")
+    assert "#SBATCH --nodes=2\n" in res.stdout
+    assert "#SBATCH --gres=gpu:4\n" in res.stdout  # the Slurm defaults: GPUs, not the CPU
+    assert res.stderr == ""
+    assert not (tmp_path / "runs").exists()
+
+
+def test_local_refusal_of_two_nodes_names_the_preview_option(tmp_path: Path) -> None:
+    res = cli(tmp_path, "submit", "--dry-run", "--nodes", "2", check=False)
+    assert res.returncode == 2
+    assert "ddp-tui: nodes: the local scheduler runs one-node" in res.stderr
+    assert "--scheduler slurm --dry-run" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_submit_with_scheduler_slurm_where_there_is_none_is_a_clear_error(tmp_path: Path) -> None:
+    no_slurm = tmp_path / "bin"
+    no_slurm.mkdir()
+    res = cli(tmp_path, "submit", "--scheduler", "slurm", *SMALL, check=False, path=str(no_slurm))
+    assert res.returncode == 2
+    assert res.stderr.startswith("ddp-tui: --scheduler slurm: Slurm does not answer here")
+    assert "submit --dry-run previews the script" in res.stderr
+    assert not (tmp_path / "runs").exists() or not os.listdir(tmp_path / "runs")
+
+
+def test_a_reader_that_goes_away_ends_output_quietly(tmp_path: Path) -> None:
+    # A run to list, follow and compare: `python` is `true`, so the job ends at once without
+    # torch and still writes its .out.
+    run_id, _ = cli(
+        tmp_path, "submit", *SMALL, "--python", "true", "--device", "cpu", "--backend", "gloo"
+    ).stdout.split()
+    deadline = time.monotonic() + 240
+    while json.loads(cli(tmp_path, "ls", "--json").stdout)[0]["state"] != "COMPLETED":
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    for args in (
+        ["ls"],
+        ["ls", "--json"],
+        ["logs", "-f", run_id],
+        ["compare", run_id],
+        ["submit", "--dry-run", *SMALL],
+    ):
+        res = cli_into_closed_pipe(tmp_path, *args)
+        assert (res.returncode, res.stderr) == (141, ""), args
+    res = cli_into_closed_pipe(tmp_path, "submit", "--help")
+    assert res.stderr == "", res.stderr

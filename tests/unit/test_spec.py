@@ -197,8 +197,16 @@ def test_all_errors_come_at_once() -> None:
         ({"backend": "nccl", "device": "cpu"}, "backend", "needs device cuda"),
         ({"precision": "fp16", "device": "cpu", "backend": "gloo"}, "precision", "needs device"),
         ({"dataset": "imagefolder"}, "data_root", "required"),
-        ({"dataset": "tabular", "data_root": "/d.csv", "task": "regression"}, "target", "required"),
-        ({"dataset": "tabular", "data_root": "/d.csv", "target": "y"}, "task", "regression"),
+        (
+            {"model": "mlp", "dataset": "tabular", "data_root": "/d.csv", "task": "regression"},
+            "target",
+            "required",
+        ),
+        (
+            {"model": "mlp", "dataset": "tabular", "data_root": "/d.csv", "target": "y"},
+            "task",
+            "regression",
+        ),
         ({"dataset": "mnist", "task": "regression"}, "task", "classification"),
         ({"target": "y"}, "target", "only used with"),
         (
@@ -207,6 +215,27 @@ def test_all_errors_come_at_once() -> None:
             "regression",
         ),
         ({"epochs": 3, "warmup_epochs": 3}, "warmup_epochs", "below epochs (3)"),
+        # What the trainer's build_model refuses, refused at submit instead.
+        (
+            {"dataset": "tabular", "data_root": "/d.csv", "target": "y", "task": "regression"},
+            "model",
+            "simple_cnn needs C,H,W images, but dataset tabular gives rows of numbers; use mlp "
+            "or pkg.module:function",
+        ),
+        (
+            {
+                "model": "resnet18",
+                "dataset": "tabular",
+                "data_root": "/d.csv",
+                "target": "y",
+                "task": "regression",
+            },
+            "model",
+            "resnet18 needs C,H,W images",
+        ),
+        ({"synthetic_shape": "784"}, "model", "synthetic_shape 784 gives flat samples"),
+        ({"model": "resnet18", "synthetic_shape": "16,32"}, "model", "a C,H,W synthetic_shape"),
+        ({"model": "vit_b_16", "synthetic_shape": "2,32,32"}, "model", "1 or 3 channels"),
         ({"time_limit": "2", "signal_lead_sec": 120}, "signal_lead_sec", "shorter than the time"),
     ],
 )
@@ -220,8 +249,28 @@ def test_cross_field_rules(changes: dict[str, Any], field: str, words: str) -> N
     "changes",
     [
         {},
-        {"dataset": "tabular", "data_root": "~/d.csv", "target": "speed", "task": "regression"},
+        {
+            "model": "mlp",
+            "dataset": "tabular",
+            "data_root": "~/d.csv",
+            "target": "speed",
+            "task": "regression",
+        },
+        {
+            "model": "mypkg.models:net",
+            "dataset": "tabular",
+            "data_root": "/d.csv",
+            "target": "y",
+            "task": "regression",
+        },
         {"dataset": "mypkg.data:build", "task": "regression", "target": "y"},
+        {"model": "resnet18", "dataset": "mypkg.data:build"},  # the shape is known at run time
+        {"model": "mlp", "synthetic_shape": "784"},
+        {"model": "simple_cnn", "synthetic_shape": "5,16,16"},  # any channel count
+        {"model": "resnet18", "synthetic_shape": "3,32,32"},
+        {"model": "resnet18", "synthetic_shape": ""},  # the trainer's default is 1,28,28
+        {"model": "vit_b_16", "dataset": "cifar10"},
+        {"model": "resnet50", "dataset": "imagefolder", "data_root": "/imagenet"},
         {
             "model": "mypkg.models:net",
             "partition": "gpu,gpu-long",
