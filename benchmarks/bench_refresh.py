@@ -1,13 +1,19 @@
-"""refresh() with 10,000 jobs in the queue and 1,000 runs in the store.
+"""refresh() with 10,000 jobs in the queue and 1,000 runs in the store; then job history.
 
 Measures the facade's parsing and merging per refresh (target <= 50 ms) and counts the
 Slurm calls per refresh (must be <= 2 at any job count), next to a naive refresh measured
 in the same run: re-read every run's files and poll each job with its own call.
 
+The history case has 10,000 ended runs (their ends recorded in jobs.jsonl) and 20 active
+ones. It reports the ids in each sacct call, at start and after some jobs end (target:
+only the active and the just-ended ones), next to the same store without end records;
+and the time from starting the real app to its first table, next to a bare Textual app.
+
 The Slurm answers are canned text in the exact --format the client asks for (a fake:
 no test cluster can hold 10,000 jobs on 2 cores); the run directories are real files.
 
     .venv/bin/python benchmarks/bench_refresh.py [--runs 1000] [--queue 10000]
+        [--history 10000] [--active 20] [--starts 3]
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ import csv
 import io
 import json
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
@@ -42,6 +50,7 @@ class CannedSlurm(LocalExecutor):
     def __init__(self, queue: int, ours_active: set[int], ours_done: set[int]) -> None:
         self.calls = 0
         self.batches = 0
+        self.sacct_ids: list[int] = []  # how many ids each sacct call asked about
         rows = []
         for jid in range(1, queue + 1):
             if jid in ours_done:
@@ -87,6 +96,7 @@ class CannedSlurm(LocalExecutor):
             return CommandResult(tuple(argv), 0, self.squeue, "")
         if "sacct" in tools:
             ids = next(a for a in argv if a.startswith("--jobs=")).split("=", 1)[1].split(",")
+            self.sacct_ids.append(len(ids))
             out = [
                 SEP.join(
                     [
@@ -110,19 +120,28 @@ class CannedSlurm(LocalExecutor):
         return CommandResult(tuple(argv), 0, "slurm 22.05.8\n", "")
 
 
-def make_store(root: Path, runs: int) -> None:
-    spec = ExperimentSpec(name="bench", nodes=2, gpus_per_node=4, epochs=10).to_dict()
+def make_store(
+    root: Path, runs: int, *, first: int = 1, ended: bool = False, name: str = "bench"
+) -> None:
+    """``runs`` run directories with job ids ``first``...; ``ended``: with end records."""
+    spec = ExperimentSpec(name=name, nodes=2, gpus_per_node=4, epochs=10).to_dict()
     rows = "\n".join(
         f"{e},{2.0 / e:.4f},{0.1 * e:.3f},,,,,0.1,12.5,5000,1.0,11.0,2048,,50,8,"
         for e in range(1, 11)
     )
-    for i in range(1, runs + 1):
-        run_id = f"20261121-{i // 3600:02d}{i // 60 % 60:02d}{i % 60:02d}-bench-{i:04x}"
+    for i in range(first, first + runs):
+        day = 21 + i // 86400
+        hms = f"{i // 3600 % 24:02d}{i // 60 % 60:02d}{i % 60:02d}"
+        run_id = f"202611{day:02d}-{hms}-{name}-{i % 65536:04x}"
         d = root / run_id
         d.mkdir(parents=True)
         doc = {"spec": spec, "group": f"g{i % 50}", "created_at": "2026-11-21", "run_id": run_id}
         (d / "spec.json").write_text(json.dumps(doc))
-        (d / "jobs.jsonl").write_text(json.dumps({"job_id": str(i), "attempt": 1}) + "\n")
+        jobs = json.dumps({"job_id": str(i), "attempt": 1}) + "\n"
+        if ended:
+            end = {"event": "end", "job_id": str(i), "state": "COMPLETED", "exit_code": 0}
+            jobs += json.dumps(end) + "\n"
+        (d / "jobs.jsonl").write_text(jobs)
         (d / "metrics.csv").write_text(METRICS_HEADER + "\n" + rows + "\n")
         (d / "run.json").write_text(json.dumps({"world_size": 8, "hosts": ["n1", "n2"]}))
 
@@ -148,6 +167,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--queue", type=int, default=10000)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--history", type=int, default=10000, help="ended runs (0: skip the case)")
+    ap.add_argument("--active", type=int, default=20, help="active runs beside the history")
+    ap.add_argument("--starts", type=int, default=3, help="app starts per kind")
     args = ap.parse_args()
     active = set(range(1, args.runs + 1, 10))  # 10% of our runs still queued or running
     done = set(range(1, args.runs + 1)) - active
@@ -191,6 +213,98 @@ def main() -> None:
     print(f"executor batches (SSH round trips) per refresh: {max(batches)} (target 1)")
     ok = med <= 50 and max(calls) <= 2 and max(batches) == 1
     print(f"RESULT refresh_ms={med:.1f} {'PASS' if ok else 'FAIL'}")
+    if args.history:
+        ok = bench_history(args.history, args.active, args.queue, args.starts) and ok
+    sys.exit(0 if ok else 1)
+
+
+NEWEST = "newest-run-row"
+
+
+def _history_cluster(root: Path, queue: int, active: set[int], done: set[int]) -> Any:
+    # Our active jobs are in the queue, with ``queue`` other jobs after them.
+    ex = CannedSlurm(max(active) + queue, active, done)
+    cluster = Cluster(
+        ex, SlurmScheduler(ex), RunStore(ex, str(root)), profile=Profile(), location="bench"
+    )
+    return cluster, ex
+
+
+def bench_history(ended: int, n_active: int, queue: int, starts: int) -> bool:
+    """Job history: sacct ids per call, and app start to the first table."""
+    active = set(range(ended + 1, ended + n_active + 1))
+    done = set(range(1, ended + 1))
+    just_ended = set(sorted(active)[: n_active // 4])
+    with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
+        with_history, without = Path(tmp) / "history", Path(tmp) / "no-history"
+        for root, recorded in ((with_history, True), (without, False)):
+            make_store(root, ended, ended=recorded, name="hist")
+            make_store(root, n_active - 1, first=ended + 1, name="active")
+            make_store(root, 1, first=ended + n_active, name=NEWEST)  # the table's first row
+        results: dict[str, list[list[int]]] = {}
+        for label, root in (("recorded ends", with_history), ("no end records", without)):
+            cluster, ex = _history_cluster(root, queue, active, done)
+            rounds = []
+            for _ in range(2):  # start-up: list, then the first poll
+                cluster.refresh()
+            rounds.append(list(ex.sacct_ids))
+            ex.sacct_ids.clear()
+            ex.done |= just_ended  # some active jobs end
+            ex.squeue = "\n".join(
+                r for r in ex.squeue.splitlines() if r and int(r.split(SEP, 1)[0]) not in just_ended
+            )
+            for _ in range(3):
+                ex.sacct_ids.clear()
+                cluster.refresh()
+                rounds.append(list(ex.sacct_ids))
+            results[label] = rounds
+        startup = _app_start_to_table(with_history, starts, Path(tmp))
+    print()
+    print(
+        f"history: {ended} ended runs (end recorded), {n_active} active; "
+        f"{len(just_ended)} of them end after start-up"
+    )
+    print("ids in each sacct call: [at start] [the poll that sees jobs end] [next] [next]")
+    for label, rounds in results.items():
+        print(f"  {label:15s} " + " ".join(str(r) for r in rounds))
+    ours = results["recorded ends"]
+    ids_ok = ours[0] == [n_active] and ours[1] == [n_active] and ours[2] == ours[3]
+    ids_ok = ids_ok and ours[2] == [n_active - len(just_ended)]
+    real, bare = startup
+    print(
+        f"app start to first table, {ended + n_active} runs: median {real * 1000:.0f} ms "
+        f"(target <= 1000 ms); bare Textual app, same run: {bare * 1000:.0f} ms "
+        f"(ratio {real / bare:.2f})"
+    )
+    ok = ids_ok and real <= 1.0
+    print(f"RESULT history_start_ms={real * 1000:.0f} {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
+def _app_start_to_table(root: Path, starts: int, tmp: Path) -> tuple[float, float]:
+    """Median seconds from spawning the real app (local scheduler) on ``root`` until the
+    newest run's row is on the terminal, and for a bare Textual app to its first text."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_tui import BARE_APP, BARE_MARKER, REAL_APP, PtyApp, _expect
+
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    times: dict[str, list[float]] = {"bare": [], "real": []}
+    for i in range(starts + 1):  # the first round only warms the disk cache
+        for kind in ("bare", "real"):
+            if kind == "bare":
+                argv, marker = [sys.executable, "-c", BARE_APP], BARE_MARKER
+            else:
+                argv, marker = [sys.executable, "-c", REAL_APP, str(root)], NEWEST.encode()
+            app = PtyApp(argv, env=env)
+            try:
+                seen = _expect(app, marker, 0, 60.0, f"{kind} app start")
+            finally:
+                app.close()
+            if i:
+                times[kind].append(seen - app.started)
+    return statistics.median(times["real"]), statistics.median(times["bare"])
 
 
 if __name__ == "__main__":

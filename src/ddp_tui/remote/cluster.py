@@ -152,6 +152,7 @@ class Snapshot:
     error: str | None = None
     scheduler_calls: int = 0
     detail: RunDetail | None = None  # the followed run's news, when refresh(follow=...)
+    unread: int = 0  # older runs not read yet: refresh again soon to see them
 
 
 @dataclass
@@ -184,6 +185,7 @@ class Cluster:
         profile: Profile,
         location: str,
         lost_grace_sec: float = LOST_GRACE_SEC,
+        listing_batch: int | None = None,
     ) -> None:
         self.executor = executor
         self.scheduler = scheduler
@@ -199,6 +201,9 @@ class Cluster:
         self._recorded: set[str] = set()  # job ids whose end this process appended
         self._missing = MissingJobs(lost_grace_sec)
         self._identity: str | None = None
+        #: New run directories read per refresh (None: all). The app sets it so that its
+        #: first table does not wait for thousands of finished runs to be read.
+        self.listing_batch = listing_batch
         self._table: dict[str, _TableReaders] = {}
         self._followers: dict[str, _Follower] = {}
         self._connection = "ok"
@@ -220,6 +225,7 @@ class Cluster:
         local_state_dir: str | None = None,
         prompter: Any = None,
         state_callback: Callable[[str], None] | None = None,
+        listing_batch: int | None = None,
     ) -> Cluster:
         """Connect as the profile says: SSH with a host, Slurm when sbatch is on PATH, else
         the embedded local scheduler."""
@@ -262,7 +268,14 @@ class Cluster:
             location = "local scheduler"
         root = runs_root or profile.runs_root
         store = RunStore(executor, executor.expand_home(root))
-        return cls(executor, scheduler, store, profile=profile, location=location)
+        return cls(
+            executor,
+            scheduler,
+            store,
+            profile=profile,
+            location=location,
+            listing_batch=listing_batch,
+        )
 
     # -- compose ------------------------------------------------------------------------
 
@@ -424,12 +437,16 @@ class Cluster:
         if not self._listed:
             # At start-up the runs are not known yet: list them first (no scheduler call),
             # so that the poll below covers every run and none shows an unknown state.
-            first = self._refresh_once(None, poll=False)
+            first = self._refresh_once(None, poll=False, max_new=self.listing_batch)
             if first.error is not None:
                 return first
-        return self._refresh_once(follow)
+            # Poll what was just read; reading more runs can wait for the next refresh.
+            return self._refresh_once(follow, max_new=0 if self.listing_batch else None)
+        return self._refresh_once(follow, max_new=self.listing_batch)
 
-    def _refresh_once(self, follow: str | None, *, poll: bool = True) -> Snapshot:
+    def _refresh_once(
+        self, follow: str | None, *, poll: bool = True, max_new: int | None = None
+    ) -> Snapshot:
         prev = self._infos
         polled = [
             job_id for info in prev if (job_id := _latest_job_id(info)) and not self._end_of(info)
@@ -446,7 +463,11 @@ class Cluster:
             batch.reads += fpass.requests()
         try:
             result = self.executor.run_batch(batch)
-            infos = self.store.apply_listing(result.commands[0], result.reads[: len(listing_reads)])
+            infos = self.store.apply_listing(
+                result.commands[0],
+                result.reads[: len(listing_reads)],
+                max_new=max_new,
+            )
         except (ExecutorError, RunStoreError) as exc:
             self._connection = "reconnecting" if isinstance(exc, ExecutorError) else "ok"
             return self._snapshot(self._views, str(exc), 0)
@@ -645,6 +666,7 @@ class Cluster:
             connection=self._connection,
             error=error,
             scheduler_calls=calls,
+            unread=self.store.unread,
         )
 
     def follow(self, run_id: str) -> RunDetail:

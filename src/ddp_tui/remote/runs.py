@@ -138,6 +138,8 @@ class RunStore:
         #: The ``ddp_tui`` package directory to snapshot (its __init__.py and trainer/).
         self.code_source = code_source or package_dir()
         self._cache: dict[str, _Cached] = {}
+        #: Run directories listed but not read yet (see ``max_new`` of :meth:`apply_listing`).
+        self.unread = 0
 
     # -- paths --------------------------------------------------------------
 
@@ -240,8 +242,15 @@ class RunStore:
         """The reads that bring every known run's ``jobs.jsonl`` up to date."""
         return [c.jobs_reader.request() for c in self._cache.values()]
 
-    def apply_listing(self, listing: CommandResult, reads: Sequence[ReadResult]) -> list[RunInfo]:
-        """Runs from the answers to :meth:`listing_command` and :meth:`listing_reads`."""
+    def apply_listing(
+        self, listing: CommandResult, reads: Sequence[ReadResult], *, max_new: int | None = None
+    ) -> list[RunInfo]:
+        """Runs from the answers to :meth:`listing_command` and :meth:`listing_reads`.
+
+        ``max_new`` reads at most that many new run directories, newest first, and leaves
+        the rest (counted in :attr:`unread`) to later calls: with years of history, the
+        newest runs are on screen long before the oldest have been read.
+        """
         if not listing.ok:
             if self.executor.stat(self.root) is None:
                 self._cache.clear()
@@ -258,6 +267,9 @@ class RunStore:
             del self._cache[gone]
         again = [n for n in again if n in present]
         new = [n for n in names if n not in self._cache]
+        if max_new is not None and len(new) > max_new:
+            new = new[len(new) - max_new :]  # names sort by creation time: newest last
+        self.unread = sum(1 for n in names if n not in self._cache) - len(new)
         if new:
             # spec.json and jobs.jsonl of each new run, in one batch.
             readers = [IncrementalFile(_join(self.root, n, JOBS_FILE)) for n in new]

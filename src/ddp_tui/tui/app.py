@@ -147,6 +147,7 @@ class DdpTuiApp(App[None]):
         while not worker.is_cancelled:
             cluster = self.cluster
             active = True
+            unread = 0
             if cluster is not None:
                 try:
                     with self.cluster_lock:
@@ -157,8 +158,11 @@ class DdpTuiApp(App[None]):
                 else:
                     self._refresh_failures = self._refresh_failures + 1 if snapshot.error else 0
                     active = any(run.state.is_active for run in snapshot.runs)
+                    unread = snapshot.unread
                     self.post_message(SnapshotReady(snapshot))
             delay = poll_delay(self.refresh_interval, self._refresh_failures, active)
+            if unread:
+                delay = 0.0  # older runs are still being read: go on at once
             if not sleep_unless_cancelled(worker, delay, self._wake):
                 return
 
