@@ -363,6 +363,9 @@ def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
                 v.val_metric_name: v.last_val_metric,
                 "throughput": v.throughput,
                 "group": v.group,
+                "kind": v.kind,
+                "note": v.note or None,
+                "preflight": dataclasses.asdict(v.preflight) if v.preflight else None,
             }
             for v in snap.runs
         ]
@@ -370,11 +373,14 @@ def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
         return 0
     print("RUN\tJOB\tSTATE\tSIZE\tEPOCH\tLOSS\tVAL\tSAMPLES/S")
     for v in snap.runs:
+        val = v.preflight.bandwidth_label if v.preflight else _fmt(v.last_val_metric)
         print(
-            f"{v.run_id}\t{v.job_id or '-'}\t{v.state.value}\t{v.spec.nodes}x{v.spec.gpus_per_node}"
-            f"\t{v.epochs_done}/{v.epochs_total}\t{_fmt(v.last_train_loss)}"
-            f"\t{_fmt(v.last_val_metric)}\t{_fmt(v.throughput, '.1f')}"
+            f"{v.run_id}\t{v.job_id or '-'}\t{v.state_label}\t{v.spec.nodes}x{v.spec.gpus_per_node}"
+            f"\t{v.epoch_label}\t{_fmt(v.last_train_loss)}\t{val}\t{_fmt(v.throughput, '.1f')}"
         )
+    for v in snap.runs:
+        if v.note:  # the "*" of the STATE column, spelled out
+            print(f"* {v.run_id}: {v.note}")
     return 0
 
 

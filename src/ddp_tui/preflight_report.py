@@ -31,6 +31,11 @@ class PreflightSummary:
         """One word for a table cell."""
         return {True: "passed", False: "FAILED", None: "-"}[self.ok]
 
+    @property
+    def bandwidth_label(self) -> str:
+        """Bus bandwidth at the largest size, for a table cell; "-" when not measured."""
+        return "-" if self.busbw_gbps is None else f"bw {self.busbw_gbps:.3g}GB/s"
+
     def describe(self) -> str:
         """One line: the result, world size and bus bandwidth at the largest size."""
         if self.ok is None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ddp_tui.cli import main as cli_main
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster, RunView
 from ddp_tui.remote.executor import LocalExecutor
@@ -179,6 +180,34 @@ exit 1""",
     assert "run.json says the trainer completed" in v.note and "FAILED" in v.note
     check = next(c for c in cluster.verify(ref.run_id) if c.name == "job completed")
     assert check.ok is False and "run.json says the trainer completed" in check.detail
+
+
+def test_cli_reads_the_recorded_ends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI is another reader: its own local scheduler never ran these jobs, so what it
+    shows comes from the end records alone."""
+    cluster, _ = open_cluster(tmp_path)
+    failed = make_run(cluster, 'echo \'{"state": "completed"}\' > run.json; exit 1')
+    report = {
+        "ok": True,
+        "world_size": 1,
+        "hosts": ["h"],
+        "bandwidth": [{"bytes": 1048576, "busbw_gbps": 2.5}],
+    }
+    pf = make_run(cluster, f"echo '{json.dumps(report)}' > preflight.json", kind="preflight")
+    for ref in (failed, pf):
+        cluster.retry(ref.run_id)
+        until_ended(cluster, ref.run_id)
+    assert cli_main(["--runs-root", str(tmp_path / "runs"), "ls"]) == 0
+    out = capsys.readouterr().out
+    row = {line.split("\t")[0]: line.split("\t") for line in out.splitlines()}
+    assert row[failed.run_id][2] == "FAILED *"
+    assert f"* {failed.run_id}: run.json says the trainer completed" in out
+    assert row[pf.run_id][2] == "COMPLETED"
+    assert row[pf.run_id][4] == "passed" and row[pf.run_id][6] == "bw 2.5GB/s"
+    assert cli_main(["--runs-root", str(tmp_path / "runs"), "ls", "--json"]) == 0
+    docs = {d["run_id"]: d for d in json.loads(capsys.readouterr().out)}
+    assert docs[pf.run_id]["kind"] == "preflight" and docs[pf.run_id]["preflight"]["ok"] is True
+    assert "launcher" in docs[failed.run_id]["note"]
 
 
 def test_agreeing_records_carry_no_note(tmp_path: Path) -> None:

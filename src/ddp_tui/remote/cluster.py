@@ -139,6 +139,18 @@ class RunView:
     def job_id(self) -> str | None:
         return self.attempts[-1].job_id if self.attempts else None
 
+    @property
+    def state_label(self) -> str:
+        """The state, marked "*" where :attr:`note` has something to say about it."""
+        return self.state.value + (" *" if self.note else "")
+
+    @property
+    def epoch_label(self) -> str:
+        """Epochs done of the total, or a preflight's result (it has no epochs)."""
+        if self.preflight is not None:
+            return self.preflight.label
+        return f"{self.epochs_done}/{self.epochs_total}" if self.epochs_total else "-"
+
 
 @dataclass(frozen=True)
 class Snapshot:

@@ -52,22 +52,18 @@ def run_size(run: RunView) -> str:
 
 def row_values(run: RunView) -> Row:
     """The plain values of one row; the table updates only the cells whose value changed."""
-    epochs = f"{run.epochs_done}/{run.epochs_total}" if run.epochs_total else "-"
     val = "-"
-    if run.preflight is not None:  # no epochs: its result and bus bandwidth instead
-        epochs = run.preflight.label
-        if run.preflight.busbw_gbps is not None:
-            val = f"bw {number(run.preflight.busbw_gbps, 3)}GB/s"
+    if run.preflight is not None:  # no validation metric: its bus bandwidth instead
+        val = run.preflight.bandwidth_label
     elif run.last_val_metric is not None:
         val = f"{metric_label(run.val_metric_name)} {number(run.last_val_metric)}"
     return (
         run.name,
         run.job_id or "-",
-        # "*": the trainer's record disagrees with the job's end; Run detail says how.
-        run.state.value + (" *" if run.note else ""),
+        run.state_label,  # "*": Run detail says how the trainer's record disagrees
         run_size(run),
         duration(run.elapsed_sec) if run.elapsed_sec else "-",
-        epochs,
+        run.epoch_label,
         number(run.last_train_loss),
         val,
         rate(run.throughput),
