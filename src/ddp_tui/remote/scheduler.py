@@ -68,7 +68,8 @@ class PartitionInfo:
 
 
 class Scheduler(ABC):
-    """Submit, poll, cancel and requeue jobs. One poll costs at most two commands."""
+    """Submit, poll, cancel and requeue jobs. One poll costs one squeue, and one sacct per
+    200 ids (the facade asks only about attempts whose end is not recorded)."""
 
     #: "slurm" or "local"
     name: str
