@@ -285,25 +285,10 @@ def _app_start_to_table(root: Path, starts: int, tmp: Path) -> tuple[float, floa
     """Median seconds from spawning the real app (local scheduler) on ``root`` until the
     newest run's row is on the terminal, and for a bare Textual app to its first text."""
     sys.path.insert(0, str(Path(__file__).parent))
-    from bench_tui import BARE_APP, BARE_MARKER, REAL_APP, PtyApp, _expect
+    from bench_tui import REAL_APP, start_times
 
-    home = tmp / "home"
-    home.mkdir(exist_ok=True)
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
-    times: dict[str, list[float]] = {"bare": [], "real": []}
-    for i in range(starts + 1):  # the first round only warms the disk cache
-        for kind in ("bare", "real"):
-            if kind == "bare":
-                argv, marker = [sys.executable, "-c", BARE_APP], BARE_MARKER
-            else:
-                argv, marker = [sys.executable, "-c", REAL_APP, str(root)], NEWEST.encode()
-            app = PtyApp(argv, env=env)
-            try:
-                seen = _expect(app, marker, 0, 60.0, f"{kind} app start")
-            finally:
-                app.close()
-            if i:
-                times[kind].append(seen - app.started)
+    argv = [sys.executable, "-c", REAL_APP, str(root)]
+    times = start_times(starts, tmp, lambda _: argv, NEWEST.encode())
     return statistics.median(times["real"]), statistics.median(times["bare"])
 
 

@@ -285,27 +285,38 @@ REAL_APP = "import sys; from ddp_tui.cli import main; sys.exit(main(['--runs-roo
 REAL_MARKER = "ddp-tui · Jobs".encode()
 
 
-def bench_startup(runs: int, tmp: Path) -> list[Result]:
+def start_times(
+    runs: int, tmp: Path, real_argv: Callable[[int], list[str]], real_marker: bytes
+) -> dict[str, list[float]]:
+    """Seconds from spawn to first sight of the marker: ``runs`` starts of a bare Textual
+    app and of ``real_argv(i)``, interleaved, after one round that only warms the disk."""
     times: dict[str, list[float]] = {"bare": [], "real": []}
     home = tmp / "home"
-    home.mkdir()
+    home.mkdir(exist_ok=True)
     env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
-    for i in range(runs + 1):  # the first round only warms the disk cache
+    for i in range(runs + 1):
         for kind in ("bare", "real"):
             if kind == "bare":
-                argv = [sys.executable, "-c", BARE_APP]
-                marker = BARE_MARKER
+                argv, marker = [sys.executable, "-c", BARE_APP], BARE_MARKER
             else:
-                runs_root = tmp / f"runs-{i}"
-                argv = [sys.executable, "-c", REAL_APP, str(runs_root)]
-                marker = REAL_MARKER
+                argv, marker = real_argv(i), real_marker
             app = PtyApp(argv, env=env)
             try:
-                seen = _expect(app, marker, 0, 15.0, f"{kind} app start")
+                seen = _expect(app, marker, 0, 60.0, f"{kind} app start")
             finally:
                 app.close()
             if i:
                 times[kind].append(seen - app.started)
+    return times
+
+
+def bench_startup(runs: int, tmp: Path) -> list[Result]:
+    times = start_times(
+        runs,
+        tmp,
+        lambda i: [sys.executable, "-c", REAL_APP, str(tmp / f"runs-{i}")],  # an empty root
+        REAL_MARKER,
+    )
     bare, real = _median(times["bare"]), _median(times["real"])
     return [
         Result(
