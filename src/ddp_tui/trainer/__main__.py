@@ -9,13 +9,27 @@ from collections.abc import Sequence
 from . import EXIT_FAILURE, EXIT_USAGE
 from .args import parse_args
 from .errors import RendezvousError, UsageError
+from .exit import run_process
 from .signals import StopSignal
 
 PROG = "ddp-train"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, train, and map the outcome to an exit code."""
+    """Parse, train, and map the outcome to an exit code.
+
+    ``argv=None`` (the process's own command line: ``python -m ddp_tui.trainer``, the
+    ``ddp-train`` script) is the process entry: it ends the process itself through
+    :func:`.exit.run_process` and never returns. With an argv list (in-process callers, tests)
+    it returns the exit code.
+    """
+    if argv is None:
+        run_process(lambda: train_main(sys.argv[1:]))
+    return train_main(argv)
+
+
+def train_main(argv: Sequence[str]) -> int:
+    """The trainer's work: the exit code, or an exception for a real failure."""
     # First thing: a pre-emption signal during the slow torch import must not kill us.
     stop = StopSignal().install()
     try:
@@ -36,4 +50,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

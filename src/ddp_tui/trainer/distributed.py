@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from .errors import RendezvousError, UsageError
+from .exit import ending_process
 from .launch_env import LaunchEnv
 
 
@@ -122,7 +123,14 @@ def init_world(env: LaunchEnv, backend: str, timeout_sec: float) -> World:
 
 
 def close_world(world: World) -> None:
-    """Tear down the process group; never raises (it runs on the way out)."""
+    """Tear down the process group; never raises (it runs on the way out).
+
+    Not in a process that ends through :func:`.exit.run_process`: there ``os._exit`` follows,
+    the kernel closes the group's sockets, and ``destroy_process_group()`` would only be one more
+    place where gloo's teardown can abort (see :mod:`.exit`).
+    """
+    if ending_process():
+        return
     if world.distributed and dist.is_initialized():
         # Shutting down: a failure here has nothing left to break.
         with contextlib.suppress(Exception):

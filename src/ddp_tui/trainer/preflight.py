@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from .exit import run_process
 
 KEY_PREFIX = "ddp_tui_preflight/host/"
 DEFAULT_MAX_BYTES = 256 * 2**20
@@ -90,6 +91,19 @@ def _iterations(nbytes: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the checks; the exit code.
+
+    ``argv=None`` (the process's own command line, ``python -m ddp_tui.trainer.preflight``) is
+    the process entry: it ends the process itself through :func:`.exit.run_process` and never
+    returns. With an argv list (in-process callers, tests) it returns the exit code.
+    """
+    if argv is None:
+        run_process(lambda: preflight_main(sys.argv[1:]))
+    return preflight_main(argv)
+
+
+def preflight_main(argv: Sequence[str]) -> int:
+    """The checks themselves: the exit code, or an exception for a real failure."""
     try:
         args = parse_args(argv)
     except SystemExit as exc:
@@ -234,6 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if world.is_main:
             report["finished_at"] = utc_now()
+            # Each rank put its host in the store at start: "verify" matches them to the
+            # requested nodes. Read without waiting: a rank that never registered says so.
+            report["hosts"] = [host_of(r) for r in range(world.world_size)]
             write_json_atomic(out_path, report)
             _print_table(report)
         if code == EXIT_OK:
@@ -294,4 +311,4 @@ def _print_table(report: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
