@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.hold import Hold
+
 # The real Slurm test cluster and the real OpenSSH servers (session fixtures).
 pytest_plugins = [
     p
@@ -24,3 +26,11 @@ def _isolated_user_dirs(
     monkeypatch.setenv("DDP_TUI_CONFIG", str(home / "config.toml"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
     yield
+
+
+@pytest.fixture
+def hold(tmp_path: Path) -> Iterator[Hold]:
+    """A hold file that keeps a job where the test needs it; released at the end in any case
+    (see tests/helpers/hold.py)."""
+    with Hold.create(tmp_path / "hold") as h:
+        yield h

@@ -2,6 +2,7 @@
 
 submit -> RUNNING -> epochs arrive -> COMPLETED -> verify green; cancel mid-run ->
 CANCELLED with the run directory intact; retry -> new attempt resumes from the checkpoint.
+Jobs that must be running when the test acts are held there by a file (tests/helpers/hold.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster, ValidationFailed
 from ddp_tui.remote.states import JobState
+from tests.helpers.hold import Hold
 from tests.integration.story import epochs_in_metrics, tiny_spec, wait_for, wait_state
 
 pytestmark = pytest.mark.torch
@@ -49,8 +51,9 @@ def test_submit_follow_complete_and_verify(cluster: Cluster) -> None:
     assert (run_dir / "sacct.txt").exists()
 
 
-def test_cancel_keeps_run_dir_and_retry_resumes(cluster: Cluster) -> None:
-    spec = tiny_spec(name="local-retry", epochs=4, synthetic_samples=4096, batch_per_gpu=16)
+def test_cancel_keeps_run_dir_and_retry_resumes(cluster: Cluster, hold: Hold) -> None:
+    # The first attempt waits after epoch 1 until the cancel; the retry is not held.
+    spec = hold.after_epochs(tiny_spec(name="local-retry", epochs=4, batch_per_gpu=16), 1)
     view = cluster.submit(spec)
     wait_for(cluster, view.run_id, lambda v: v.epochs_done >= 1, "the first epoch", 240)
     cluster.cancel(view.run_id)
@@ -73,8 +76,8 @@ def test_cancel_keeps_run_dir_and_retry_resumes(cluster: Cluster) -> None:
     assert "resum" in (out + err).lower()
 
 
-def test_retry_of_a_running_job_is_refused(cluster: Cluster) -> None:
-    view = cluster.submit(tiny_spec(name="local-busy", epochs=50, synthetic_samples=8192))
+def test_retry_of_a_running_job_is_refused(cluster: Cluster, hold: Hold) -> None:
+    view = cluster.submit(hold.running(tiny_spec(name="local-busy")))  # RUNNING until cancelled
     wait_state(cluster, view.run_id, JobState.RUNNING, timeout=60)
     with pytest.raises(Exception, match="still RUNNING"):
         cluster.retry(view.run_id)

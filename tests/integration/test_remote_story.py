@@ -6,6 +6,9 @@ sessions see the real Slurm test cluster (``tests/fixtures/slurm_cluster.py``) t
 ``SetEnv SLURM_CONF``; the alias reaches it with ``ProxyJump`` through the jump sshd.
 Runs live in the remote user's home and its jobs run as that user on n1..n3, with this
 venv's interpreter. Everything goes through ``Cluster.open(host=...)``.
+
+A job that must still be running when the test acts is held there by a file in the remote
+user's home (tests/helpers/hold.py), never by being slow enough.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from ddp_tui.remote.runs import SCRIPT_FILE
 from ddp_tui.remote.ssh import SSHExecutor
 from ddp_tui.remote.states import JobState
 from tests.fixtures.sshd import SshdServer, SshEnv, free_port
+from tests.helpers.hold import Hold
 from tests.integration.story import epochs_in_metrics, tiny_spec, wait_state
 
 pytestmark = [
@@ -129,6 +133,17 @@ def remote(laptop: Laptop, monkeypatch: pytest.MonkeyPatch) -> Iterator[Remote]:
             shutil.rmtree(cluster.store.root, ignore_errors=True)
 
 
+@pytest.fixture
+def remote_hold(laptop: Laptop) -> Iterator[Hold]:
+    """A hold file the remote user's jobs can see: in that user's home."""
+    directory = laptop.env.home / f"hold-{secrets.token_hex(3)}"
+    try:
+        with Hold.create(directory) as hold:
+            yield hold
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 @dataclass
 class Followed:
     """What the screens would show of one run: every followed line, the metrics."""
@@ -184,14 +199,17 @@ def remote_spec(**changes: Any) -> Any:
     return tiny_spec(partition="debug", python=VENV_PYTHON, **changes)
 
 
-def test_two_node_story_over_ssh_through_a_jump_host(remote: Remote) -> None:
+def test_two_node_story_over_ssh_through_a_jump_host(remote: Remote, remote_hold: Hold) -> None:
     cluster, env = remote.cluster, remote.laptop.env
     assert cluster.location == f"ddptest@{ALIAS}" and cluster.scheduler.name == "slurm"
     assert cluster.store.root.startswith(f"{env.home}/runs-")  # the remote home
     forwards = f"target 127.0.0.1 port {remote.laptop.login.port}"
     assert forwards in env.jump.log_text()  # through the bastion's direct-tcpip
 
-    view = cluster.submit(remote_spec(name="ssh-story", nodes=2, epochs=4, synthetic_samples=4096))
+    # The first attempt waits after epoch 1 until the cancel; the retry is not held.
+    view = cluster.submit(
+        remote_hold.after_epochs(remote_spec(name="ssh-story", nodes=2, epochs=4), 1)
+    )
     assert view.job_id is not None
     run_dir = Path(view.run_dir)
     assert run_dir.stat().st_uid == pwd.getpwnam(env.user).pw_uid  # made by the remote user
@@ -229,9 +247,12 @@ def test_two_node_story_over_ssh_through_a_jump_host(remote: Remote) -> None:
     assert retried.job_id is not None and retried.job_id in (run_dir / "sacct.txt").read_text()
 
 
-def test_killed_connection_mid_follow_reconnects_and_loses_no_line(remote: Remote) -> None:
+def test_killed_connection_mid_follow_reconnects_and_loses_no_line(
+    remote: Remote, remote_hold: Hold
+) -> None:
     cluster, ex = remote.cluster, remote.executor
-    view = cluster.submit(remote_spec(name="ssh-drop", epochs=10, synthetic_samples=8192))
+    # RUNNING with two epochs done until the connection is back and the hold released.
+    view = cluster.submit(remote_hold.after_epochs(remote_spec(name="ssh-drop", epochs=10), 2))
     followed = Followed()
     running = follow_until(
         cluster, view.run_id, followed, lambda v: v.epochs_done >= 2, "two epochs", 240
@@ -245,6 +266,7 @@ def test_killed_connection_mid_follow_reconnects_and_loses_no_line(remote: Remot
     assert snap.error is not None and "reconnecting" in snap.error
     assert [v.run_id for v in snap.runs] == [view.run_id]  # the last known rows stay
     assert ex.wait_connected(30), ex.state  # by itself: nobody called connect()
+    remote_hold.release()
 
     done = follow_until(cluster, view.run_id, followed, lambda v: v.state.is_terminal, "end", 300)
     followed.add(cluster.refresh(follow=view.run_id).detail)
@@ -283,6 +305,33 @@ def add_runs(cluster: Cluster, count: int, body: str) -> list[str]:
     return ids
 
 
+def wait_until_steady(cluster: Cluster, sleepers: list[str], finisher: str) -> None:
+    """Until nothing changes between refreshes: every sleeper RUNNING with its one line
+    written (a job that starts, or a log that appears, mid-measurement costs a read), and
+    the other job ended. Jobs start when the nodes are free, which no test can time."""
+    deadline = time.monotonic() + 180  # bounds a hang only
+    while True:
+        views = {v.run_id: v for v in cluster.refresh().runs}
+        pending = [
+            run_id
+            for run_id in sleepers
+            if views[run_id].state is not JobState.RUNNING
+            or not _has_started(views[run_id].run_dir, views[run_id].job_id)
+        ]
+        if views[finisher].state is not JobState.COMPLETED:
+            pending.append(finisher)
+        if not pending:
+            return
+        states = {run_id: views[run_id].state.value for run_id in pending}
+        assert time.monotonic() < deadline, f"never steady: {states}"
+        time.sleep(0.5)
+
+
+def _has_started(run_dir: str, job_id: str | None) -> bool:
+    out = Path(run_dir) / f"slurm-{job_id}.out"
+    return job_id is not None and out.exists() and "started" in out.read_text()
+
+
 def test_steady_state_refresh_is_one_round_trip_whatever_the_number_of_runs(
     remote: Remote, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -308,11 +357,13 @@ def test_steady_state_refresh_is_one_round_trip_whatever_the_number_of_runs(
             len(snap.runs),
         )
 
-    followed = add_runs(cluster, 1, "sleep 600")[0]
-    add_runs(cluster, 1, "exit 0")
+    sleepers = add_runs(cluster, 1, "sleep 600")
+    followed = sleepers[0]
+    finisher = add_runs(cluster, 1, "exit 0")[0]
     seen: dict[int, list[tuple[int, int, int, int]]] = {}
     for extra in (0, 6):
-        add_runs(cluster, extra, "sleep 600")
+        sleepers += add_runs(cluster, extra, "sleep 600")
+        wait_until_steady(cluster, sleepers, finisher)
         cluster.refresh()  # new runs: their first rows may take a second batch
         cluster.refresh(follow=followed)  # opening a run reads its logs from the start
         seen[2 + extra] = [costs(None), costs(None), costs(followed), costs(followed)]

@@ -2,6 +2,9 @@
 
 2-node gloo run -> verify green; a 1-/2-node sweep -> comparison; cancel; retry resumes;
 preemption by `scontrol requeue`; controller down -> reported, then recovered.
+
+A job that must still be running at some point is held there by a file (tests/helpers/hold.py),
+never by being "long enough": the timeouts below only bound a hang.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import pytest
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
+from tests.helpers.hold import Hold
 from tests.integration.story import epochs_in_metrics, tiny_spec, wait_for, wait_state
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
@@ -68,8 +72,9 @@ def test_sweep_over_nodes_gives_speedup_and_efficiency(cluster: Cluster) -> None
     assert any(p.endswith(".md") for p in paths) and all(Path(p).exists() for p in paths)
 
 
-def test_cancel_then_retry_resumes_from_checkpoint(cluster: Cluster) -> None:
-    spec = slurm_spec(name="cancel-retry", nodes=2, epochs=4, synthetic_samples=4096)
+def test_cancel_then_retry_resumes_from_checkpoint(cluster: Cluster, hold: Hold) -> None:
+    # The first attempt waits after epoch 1 until the cancel; the retry is not held.
+    spec = hold.after_epochs(slurm_spec(name="cancel-retry", nodes=2, epochs=4), 1)
     view = cluster.submit(spec)
     wait_for(cluster, view.run_id, lambda v: v.epochs_done >= 1, "the first epoch", 240)
     cluster.cancel(view.run_id)
@@ -90,9 +95,10 @@ def test_cancel_then_retry_resumes_from_checkpoint(cluster: Cluster) -> None:
 
 
 def test_requeue_preempts_and_the_job_finishes_every_epoch_once(
-    cluster: Cluster, slurm_cluster: Any
+    cluster: Cluster, slurm_cluster: Any, hold: Hold
 ) -> None:
-    spec = slurm_spec(name="preempt", nodes=2, epochs=4, synthetic_samples=4096)
+    # The first attempt waits after epoch 1 until the requeue's signal; the next is not held.
+    spec = hold.after_epochs(slurm_spec(name="preempt", nodes=2, epochs=4), 1)
     view = cluster.submit(spec)
     wait_for(cluster, view.run_id, lambda v: v.epochs_done >= 1, "the first epoch", 240)
     assert view.job_id is not None
@@ -109,8 +115,11 @@ def test_requeue_preempts_and_the_job_finishes_every_epoch_once(
     assert "resum" in (out + err).lower()
 
 
-def test_controller_down_is_reported_and_recovers(cluster: Cluster, slurm_cluster: Any) -> None:
-    view = cluster.submit(slurm_spec(name="outage", epochs=50, synthetic_samples=8192))
+def test_controller_down_is_reported_and_recovers(
+    cluster: Cluster, slurm_cluster: Any, hold: Hold
+) -> None:
+    # RUNNING until the cancel below, however fast this machine trains.
+    view = cluster.submit(hold.running(slurm_spec(name="outage")))
     wait_state(cluster, view.run_id, JobState.RUNNING, timeout=120)
     slurm_cluster.stop_controller()
     try:

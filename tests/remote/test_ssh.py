@@ -468,13 +468,15 @@ def test_identities_only_limits_agent_keys(client: Client) -> None:
 def test_encrypted_key_passphrase_asked_once_even_across_reconnects(client: Client) -> None:
     env = client.env
     prompter = ScriptedPrompter(secrets=["not it", env.encrypted_passphrase])
-    ex = client.make("enc", prompter, reconnect_delays=(0.2,))
+    states: list[str] = []
+    ex = client.make("enc", prompter, reconnect_delays=(0.2,), state_callback=states.append)
     assert ex.run(["true"]).ok
     asks = [c for c in prompter.calls if c[0] == "ask_secret"]
     assert len(asks) == 2 and asks[1][2].startswith("Wrong passphrase")
     assert str(env.encrypted_key) in asks[0][2]
     env.target.kill_sessions()
-    assert wait_for(lambda: ex.state == "reconnecting")
+    # Every state it went through, not a poll of the current one: the reconnect may be quicker.
+    assert wait_for(lambda: "reconnecting" in states)
     assert ex.wait_connected(15)
     assert ex.run(["true"]).ok
     assert len([c for c in prompter.calls if c[0] == "ask_secret"]) == 2
@@ -490,7 +492,9 @@ def test_slow_passphrase_past_login_grace_time_still_logs_in(client: Client) -> 
 
     class SlowTypist(ScriptedPrompter):
         def ask_secret(self, title: str, prompt: str) -> str | None:
-            time.sleep(3.5)
+            # Types until the server has hung up on this login (its connection processes
+            # are gone), not "for longer than LoginGraceTime".
+            assert wait_for(lambda: not server.session_pids(), 60), server.session_pids()
             return super().ask_secret(title, prompt)
 
     prompter = SlowTypist(secrets=[env.encrypted_passphrase])
@@ -624,10 +628,10 @@ def test_timeout_kills_the_remote_command(client: Client) -> None:
     with pytest.raises(CommandTimeout):
         ex.run(["sleep", "1001"], timeout=1)
     assert time.monotonic() - start < 5
-    assert wait_for(lambda: not user_processes("sleep 1001"), 5)
+    assert wait_for(lambda: not user_processes("sleep 1001"), 30)
     with pytest.raises(CommandTimeout):
         ex.run_batch(Batch(commands=[["sleep", "1002"]]), timeout=1)
-    assert wait_for(lambda: not user_processes("sleep 1002"), 5)
+    assert wait_for(lambda: not user_processes("sleep 1002"), 30)
     assert ex.run_batch(Batch(commands=[["echo", "after"]])).commands[0].stdout == "after\n"
 
 
@@ -724,13 +728,21 @@ def test_killed_connection_reconnects_and_carries_on(client: Client, alias: str)
     assert received == written
 
     # A command in flight when the connection dies reports ConnectionLost, not a result.
+    # In flight by construction: it has started, and it cannot end before we let it.
+    started, go = env.home / f"inflight-{alias}.started", env.home / f"inflight-{alias}.go"
+    for path in (started, go):
+        path.unlink(missing_ok=True)
+    command = f"touch {started}; while [ ! -e {go} ]; do sleep 0.1; done"
     outcome: list[object] = []
-    runner = threading.Thread(target=lambda: outcome.append(_catch(ex.run, ["sleep", "5"])))
+    runner = threading.Thread(target=lambda: outcome.append(_catch(ex.run, ["sh", "-c", command])))
     runner.start()
-    time.sleep(0.5)
-    killed = (env.jump if alias == "viajump" else env.target).kill_sessions()
-    assert killed
-    runner.join(15)
+    try:
+        assert wait_for(started.exists, 30), "the command never started"
+        killed = (env.jump if alias == "viajump" else env.target).kill_sessions()
+        assert killed
+        runner.join(15)
+    finally:
+        go.touch()  # the orphaned remote loop ends too
     assert len(outcome) == 1 and isinstance(outcome[0], ConnectionLost)
     with open(log, "ab") as fh:
         fh.write(b"while down\n")

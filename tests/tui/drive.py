@@ -12,6 +12,7 @@ from textual.widgets import Input, Select, TextArea
 from ddp_tui.remote.cluster import RunView
 from ddp_tui.remote.states import JobState
 from ddp_tui.tui.app import DdpTuiApp
+from tests.helpers.hold import Hold
 from tests.tui.conftest import wait_until
 
 
@@ -77,9 +78,14 @@ def in_states(*states: JobState) -> Callable[[RunView], bool]:
     return lambda run: run.state in states
 
 
-async def run_story(pilot: Pilot[None], app: DdpTuiApp, *, name: str, nodes: int) -> None:
+async def run_story(
+    pilot: Pilot[None], app: DdpTuiApp, *, name: str, nodes: int, hold: Hold
+) -> None:
     """compose -> submit -> see it in Jobs -> open it -> epochs arrive -> cancel (confirmed)
-    -> retry -> it resumes and completes -> the checklist is green. All by keys."""
+    -> retry -> it resumes and completes -> the checklist is green. All by keys.
+
+    The first attempt waits after epoch 1 on ``hold`` (a setup line and the held model,
+    typed like the rest), so the cancel lands mid-run however fast the machine trains."""
     from ddp_tui.tui.logview import LogPane
     from ddp_tui.tui.modals import ConfirmModal
     from ddp_tui.tui.screens.compose import ComposeScreen
@@ -92,7 +98,7 @@ async def run_story(pilot: Pilot[None], app: DdpTuiApp, *, name: str, nodes: int
     for field, value in (
         ("name", name),
         ("nodes", str(nodes)),
-        ("synthetic_samples", "16384"),  # a few seconds an epoch: time to cancel mid-run
+        ("synthetic_samples", "1024"),
         ("synthetic_val_samples", "128"),
         ("synthetic_shape", "1,8,8"),
         ("num_classes", "4"),
@@ -101,9 +107,11 @@ async def run_story(pilot: Pilot[None], app: DdpTuiApp, *, name: str, nodes: int
         ("batch_per_gpu", "8"),
         ("workers", "0"),
         ("python", sys.executable),
+        ("env_setup", hold.after_epochs_line(1)),
     ):
         await type_into(pilot, field, value)
-    await pick(pilot, "model", "mlp")
+    await pick(pilot, "model", "custom", "__custom__")
+    await type_into(pilot, "model", hold.model("mlp"))
     await pick(pilot, "schedule", "none")
     await pick(pilot, "device", "cpu")
     await pick(pilot, "backend", "gloo")

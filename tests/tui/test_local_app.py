@@ -22,6 +22,7 @@ from ddp_tui.tui.screens.compose import ComposeScreen
 from ddp_tui.tui.screens.detail import DetailScreen
 from ddp_tui.tui.screens.help import HelpScreen
 from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable
+from tests.helpers.hold import Hold
 from tests.tui.conftest import SIZE, wait_until
 from tests.tui.drive import in_states, pick, run_story, type_into, wait_run
 
@@ -99,6 +100,15 @@ async def test_bad_input_in_every_field_gives_inline_errors(tmp_path: Path) -> N
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: len(screen.errors) >= len(BAD_INPUT), "every error")
         await pilot.pause(0.8)  # the live preview re-validates after typing stops
+        # ... in a worker that may land later on a busy machine: wait for it, not for a time.
+        expected = {field for field, _, _ in BAD_INPUT} | {"model"}
+        previews = lambda: [w for w in app.workers if w.group == "preview" and w.is_running]  # noqa: E731
+        await wait_until(
+            pilot,
+            lambda: expected <= set(screen.errors) and not previews(),
+            "the preview's errors for every field",
+            30,
+        )
         problems = []
         for field, text, words in [*BAD_INPUT, ("model", "my model", "pkg.module:function")]:
             label = screen.query_one(f"#e-{field}", Static)
@@ -164,11 +174,13 @@ async def test_a_job_that_ends_at_once_shows_in_jobs_and_detail(tmp_path: Path) 
 
 
 @pytest.mark.torch
-async def test_story_compose_submit_follow_cancel_retry_complete(tmp_path: Path) -> None:
+async def test_story_compose_submit_follow_cancel_retry_complete(
+    tmp_path: Path, hold: Hold
+) -> None:
     app = local_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await connected(pilot, app)
-        await run_story(pilot, app, name="story", nodes=1)
+        await run_story(pilot, app, name="story", nodes=1, hold=hold)
 
 
 async def test_sweep_compare_and_export_by_keys(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from textual.widgets import TabbedContent
 from ddp_tui.remote.cluster import RunDetail
 from ddp_tui.tui.logtext import clean_line, clean_lines, strip_ansi, truncate_line
 from ddp_tui.tui.logview import LogPane, LogView
+from tests.tui.conftest import wait_until
 
 # -- pure text hygiene ------------------------------------------------------------
 
@@ -73,7 +74,11 @@ def _pane(app: App[None]) -> LogPane:
 
 
 async def _settle(pilot: Pilot[None], pane: LogPane) -> None:
+    """Until the flush timer has moved every queued line into the tabs, then a repaint:
+    a few flush intervals are usual, but a busy machine may run the timer later."""
     await pilot.pause(pane.flush_interval * 3)
+    queued = lambda: any(p.touched for p in pane._pending.values())  # noqa: E731
+    await wait_until(pilot, lambda: not queued(), "the flush timer", 30)
     await pilot.pause()
 
 

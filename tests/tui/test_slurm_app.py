@@ -12,6 +12,7 @@ import pytest
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.tui.app import DdpTuiApp
+from tests.helpers.hold import Hold
 from tests.tui.conftest import SIZE, wait_until
 from tests.tui.drive import run_story
 
@@ -28,7 +29,7 @@ def runs_root(slurm_cluster: Any, tmp_path: Path) -> Iterator[Path]:
             slurm_cluster.run(["scancel", str(json.loads(line)["job_id"])])
 
 
-async def test_story_on_slurm_with_two_nodes(runs_root: Path) -> None:
+async def test_story_on_slurm_with_two_nodes(runs_root: Path, hold: Hold) -> None:
     profile = Profile(scheduler="slurm", runs_root=str(runs_root), partition="debug")
 
     def factory(prompter: object) -> Cluster:
@@ -40,7 +41,7 @@ async def test_story_on_slurm_with_two_nodes(runs_root: Path) -> None:
         assert app.status.location == "Slurm on this host"
         assert app.status.version  # the header names the Slurm version
         assert [p.name for p in app.partitions] == ["debug", "small"]
-        await run_story(pilot, app, name="slurm-story", nodes=2)
+        await run_story(pilot, app, name="slurm-story", nodes=2, hold=hold)
 
 
 async def test_controller_outage_shows_in_header_and_recovers(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ddp_tui.remote.local import LocalScheduler
+from tests.helpers.hold import Hold
 
 pytestmark = [
     pytest.mark.torch,
@@ -76,11 +78,13 @@ class Terminal:
 
 
 @pytest.fixture
-def terminal(tmp_path: Path) -> Iterator[Terminal]:
+def terminal(tmp_path: Path, hold: Hold) -> Iterator[Terminal]:
+    # The profile's setup line (the form starts with it) keeps every job of this test
+    # RUNNING until it is cancelled (or the hold is released at the end).
     config = tmp_path / "config.toml"
     config.write_text(
         f'[profiles.t]\nruns_root = "{tmp_path / "runs"}"\nscheduler = "local"\n'
-        "poll_interval_sec = 2\n"
+        f"poll_interval_sec = 2\nenv_setup = [{json.dumps(hold.wait_line())}]\n"
     )
     env = f"DDP_TUI_CONFIG={config} XDG_STATE_HOME={tmp_path / 'state'}"
     term = Terminal(f"env {env} {DDP_TUI} --profile t")
