@@ -58,6 +58,8 @@ class Gate:
             file=sys.stderr,
             flush=True,
         )
+        # Tells a test that this rank is parked here, so it can act on it by construction.
+        self.hold.with_name(f"waiting.{rank}").touch()
         while self.hold.exists() and not self.signalled:
             time.sleep(0.1)
         why = "a signal" if self.signalled else "the release"

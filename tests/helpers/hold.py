@@ -98,6 +98,19 @@ class Hold:
             f"export DDP_TUI_TEST_HOLD={file} DDP_TUI_TEST_HOLD_AFTER={epochs}; fi"
         )
 
+    def waiting(self, rank: int) -> bool:
+        """Whether that rank is parked at the hold (its job module said so)."""
+        return (self.directory / f"waiting.{rank}").exists()
+
+    def process_env(self, run_dir: Path, epochs: int) -> dict[str, str]:
+        """The environment that makes a trainer started directly (no job script) with
+        :meth:`model` wait after ``epochs`` epochs: what :meth:`after_epochs_line` exports."""
+        return {
+            "DDP_TUI_TEST_HOLD": str(self.file),
+            "DDP_TUI_TEST_HOLD_AFTER": str(epochs),
+            "DDP_TUI_TEST_HOLD_RUN_DIR": str(run_dir),
+        }
+
     def model(self, spec_model: str) -> str:
         """The ``model`` value that holds: the same built-in model, through the job module."""
         assert spec_model in HELD_MODELS, f"only {HELD_MODELS} can be held, not {spec_model!r}"

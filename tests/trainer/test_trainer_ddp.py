@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.hold import Hold
 from tests.trainer.helpers import (
     REPO,
     STEPS_PER_EPOCH,
@@ -175,35 +176,37 @@ def test_global_validation_equals_a_single_process_evaluation(reference: tuple[P
 # ------------------------------------------------------------------ pre-emption and resume
 
 
-def _wait_for_progress(path: Path, epoch: int, step: int, proc: subprocess.Popen[str]) -> None:
+def _wait_until_parked(hold: Hold, proc: subprocess.Popen[str]) -> None:
+    """Both ranks wait at the hold; the deadline only bounds a hang."""
     deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
+    while not (hold.waiting(0) and hold.waiting(1)):
         assert proc.poll() is None, "the run ended before it could be interrupted"
-        if path.exists():
-            for line in path.read_text().splitlines():
-                rec = json.loads(line)
-                if rec["epoch"] == epoch and rec["step"] >= step:
-                    return
+        assert time.monotonic() < deadline, "the ranks never reached the hold"
         time.sleep(0.02)
-    raise AssertionError(f"no progress to epoch {epoch} step {step}")
 
 
 def test_sigusr2_mid_epoch_then_restart_resumes_to_identical_weights(
-    tmp_path: Path, reference: tuple[Path, str]
+    tmp_path: Path, reference: tuple[Path, str], hold: Hold
 ) -> None:
     import torch
 
     ref_dir, _ = reference
     run_dir = tmp_path / "run"
-    argv = torchrun_argv("ddp_tui.trainer", ["--run-dir", str(run_dir), *TINY])
+    # The same model, parked by a forward hook at epoch 2's first step until released: the
+    # signal arrives mid-epoch by construction, however fast the machine trains.
+    held = [hold.model("simple_cnn") if a == "simple_cnn" else a for a in TINY]
+    argv = torchrun_argv("ddp_tui.trainer", ["--run-dir", str(run_dir), *held])
+    env = trainer_env(**hold.process_env(run_dir, epochs=1))
+    env["PYTHONPATH"] = f"{hold.directory}{os.pathsep}{env['PYTHONPATH']}"
     with subprocess.Popen(
-        argv, env=trainer_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as proc:
-        _wait_for_progress(run_dir / "progress.jsonl", epoch=2, step=3, proc=proc)
+        _wait_until_parked(hold, proc)
         pids = worker_pids(proc.pid)
         assert sorted(pids) == [0, 1], pids
         # Only rank 1 hears the signal: rank 0 must learn of it and stop at the same step.
         os.kill(pids[1], signal.SIGUSR2)
+        hold.release()
         out, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0, out  # torchrun reports the workers' exit 3 as a failure
     assert re.search(r"exitcode\s*:\s*3", out), out
@@ -215,7 +218,11 @@ def test_sigusr2_mid_epoch_then_restart_resumes_to_identical_weights(
     assert ckpt["epochs_completed"] == 1 and 0 < ckpt["step"] < steps, "not stopped mid-epoch"
     assert [r["epoch"] for r in metrics_rows(run_dir)] == ["1"]
 
-    again = torchrun_train(run_dir, *TINY)
+    # The restart runs the same (now unheld) model: a checkpoint names its model.
+    again = run(
+        torchrun_argv("ddp_tui.trainer", ["--run-dir", str(run_dir), *held]),
+        PYTHONPATH=env["PYTHONPATH"],
+    )
     assert again.returncode == 0, explain(again)
     assert f"step {ckpt['step']}/{steps} of epoch 2" in again.stdout
     assert not (run_dir / "requeue.request").exists()

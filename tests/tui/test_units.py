@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import pytest
@@ -87,8 +86,10 @@ class _TableApp(App[None]):
         yield JobsTable(id="jobs")
 
 
-async def test_jobs_table_refresh_of_2000_runs_is_cheap() -> None:
-    """A refresh that changes the running rows touches only their changed cells."""
+async def test_jobs_table_refresh_of_2000_runs_touches_only_changed_cells() -> None:
+    """A refresh that changes the running rows touches only their changed cells. (How long
+    that takes is measured by benchmarks/bench_tui.py, not asserted here: a timed test
+    fails on a busy machine.)"""
     base = sample_runs()[0]
     runs = [
         replace(base, run_id=f"20231114-2215{i:04d}-r-{i:04x}", name=f"run-{i}",
@@ -105,11 +106,8 @@ async def test_jobs_table_refresh_of_2000_runs_is_cheap() -> None:
             replace(r, elapsed_sec=r.elapsed_sec + 5) if r.state is JobState.RUNNING else r
             for r in runs
         ]
-        start = time.perf_counter()
         written = table.show_runs(changed)
         table.refresh()
         await pilot.pause()
-        elapsed = time.perf_counter() - start
         assert written == 100  # 100 running rows x the elapsed cell
-        assert elapsed < 0.1, f"refresh took {elapsed * 1000:.0f} ms"
         assert table.get_cell(runs[0].run_id, "elapsed") == row_values(changed[0])[4]
