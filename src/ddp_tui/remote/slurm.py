@@ -465,8 +465,9 @@ def parse_sinfo(text: str) -> list[NodeInfo]:
 
 
 def partitions_from_nodes(nodes: Iterable[NodeInfo]) -> list[PartitionInfo]:
-    """One :class:`PartitionInfo` per partition, in sinfo's order.
+    """One :class:`PartitionInfo` per partition: the default first, then by name.
 
+    (Not sinfo's order: ``--Node`` lists a node's partitions in no fixed order.)
     ``gpus_per_node`` and ``cpus_per_node`` are the largest over the partition's nodes.
     """
     grouped: dict[str, list[NodeInfo]] = {}
@@ -487,7 +488,7 @@ def partitions_from_nodes(nodes: Iterable[NodeInfo]) -> list[PartitionInfo]:
                 states=tuple(sorted({m.state for m in members})),
             )
         )
-    return parts
+    return sorted(parts, key=lambda p: (not p.is_default, p.name))
 
 
 def parse_sbatch(text: str) -> tuple[str, str | None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -120,6 +121,15 @@ def init_world(env: LaunchEnv, backend: str, timeout_sec: float) -> World:
     world = World(env=env, backend=resolved, device=device)
     world.control = control if control is not None else dist.group.WORLD
     return world
+
+
+def announce(world: World) -> None:
+    """Print this rank's start line in one write. All ranks share one stdout, and print()
+    writes the text and its newline separately, so two ranks' lines could interleave
+    ("rank 1/2 ... gloorank 0/2 ... gloo")."""
+    w = world
+    sys.stdout.write(f"rank {w.rank}/{w.world_size} {w.host} {w.device} {w.backend}\n")
+    sys.stdout.flush()
 
 
 def close_world(world: World) -> None:

@@ -111,7 +111,7 @@ def preflight_main(argv: Sequence[str]) -> int:
     import torch
     import torch.distributed as dist
 
-    from .distributed import all_gather, close_world, init_world
+    from .distributed import all_gather, announce, close_world, init_world
     from .errors import RendezvousError, UsageError
     from .launch_env import detect
     from .run_info import utc_now, versions, write_json_atomic
@@ -186,10 +186,7 @@ def preflight_main(argv: Sequence[str]) -> int:
             named = ", ".join(f"rank {r} ({host_of(r)})" for r in bad)
             raise PreflightFailure(f"{name} gave a wrong result on {named}", bad)
 
-    print(
-        f"rank {world.rank}/{world.world_size} {world.host} {world.device} {world.backend}",
-        flush=True,
-    )
+    announce(world)
     # A fake, for the test of the failure report: a real hang cannot be produced on cue.
     stall = os.environ.get("DDP_TUI_FAKE_STALL_RANK", "")
     if world.distributed and stall.isdigit() and int(stall) == world.rank:

@@ -25,6 +25,7 @@ from .distributed import (
     all_gather,
     all_max,
     all_sum,
+    announce,
     barrier,
     broadcast_object,
     close_world,
@@ -166,7 +167,7 @@ class Trainer:
     def describe_world(self) -> tuple[list[str], list[str]]:
         """Print this rank's start line; return every rank's host and device."""
         w = self.world
-        print(f"rank {w.rank}/{w.world_size} {w.host} {w.device} {w.backend}", flush=True)
+        announce(w)
         pairs = all_gather(w, (w.host, w.device_name()))
         return [h for h, _ in pairs], [d for _, d in pairs]
 
