@@ -116,25 +116,44 @@ def _torchrun(target: list[str]) -> list[str]:
     ]  # fmt: skip
 
 
-def worker_exit_codes(output: str) -> list[int]:
-    """The worker exit codes in torchrun's failure report (``exitcode  : -6 (pid: 123)``)."""
-    return [int(c) for c in re.findall(r"exitcode\s*:\s*(-?\d+)", output)]
+# One entry of torchrun's failure report: "rank : 1 (local_rank: 1)" then "exitcode : -6 (...)".
+REPORT_ENTRY = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:[^)]*\)\s*exitcode\s*:\s*(-?\d+)")
+
+
+def worker_exit_codes(output: str) -> dict[int, int]:
+    """rank -> exit code in torchrun's failure report (negative: killed by that signal)."""
+    return {int(rank): int(code) for rank, code in REPORT_ENTRY.findall(output)}
+
+
+def root_cause_code(output: str) -> int | None:
+    """The exit code of the report's "Root Cause (first observed failure)" rank."""
+    _, found, rest = output.partition("Root Cause")
+    match = REPORT_ENTRY.search(rest) if found else None
+    return int(match.group(2)) if match else None
 
 
 def classify(code: int, output: str) -> tuple[str, str]:
-    """Why a run ended non-zero: (kind, detail), from torchrun's exit code and report."""
-    workers = worker_exit_codes(output)
-    detail = f"torchrun exit {code}, worker exit codes {workers or 'not reported'}"
-    signals = [-c for c in workers if c < 0]
-    if code < 0:  # torchrun itself died of a signal
-        signals.append(-code)
-    if signal.SIGABRT in signals and TERMINATE in output:
-        return ABORT_KIND, detail
-    if signals:
-        names = sorted({_signal_name(s) for s in signals})
-        return f"signal {'/'.join(names)}", detail
-    others = sorted({c for c in workers if c != 0}) or [code]
-    return f"exit code {'/'.join(str(c) for c in others)}", detail
+    """Why a run ended non-zero: (kind, detail), from torchrun's report and exit code.
+
+    The first failing rank decides: once one worker fails, torchrun stops the others (SIGTERM).
+    """
+    ranks = worker_exit_codes(output)
+    detail = f"torchrun exit {code}; " + (
+        ", ".join(f"rank {r}: {_describe(c)}" for r, c in sorted(ranks.items()))
+        or "no worker report"
+    )
+    cause = root_cause_code(output)
+    if cause is None:
+        cause = next(iter(ranks.values()), code)  # a negative torchrun code: its own signal
+    if cause < 0:
+        if -cause == signal.SIGABRT and TERMINATE in output:
+            return ABORT_KIND, detail
+        return f"signal {_signal_name(-cause)}", detail
+    return f"exit code {cause}", detail
+
+
+def _describe(code: int) -> str:
+    return _signal_name(-code) if code < 0 else f"exit {code}"
 
 
 def _signal_name(signum: int) -> str:
@@ -287,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if outcome.kind != "ok" and shown < cfg.show_failures:
                     shown += 1
-                    tail = "\n".join(output.strip().splitlines()[-25:])
+                    lines = output.strip().splitlines()
+                    tail = "\n".join([ln for ln in lines[:-14] if TERMINATE in ln] + lines[-14:])
                     print("       | " + tail.replace("\n", "\n       | "), flush=True)
 
     print()
