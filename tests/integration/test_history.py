@@ -256,3 +256,53 @@ def test_preflight_run_shows_its_result_and_verifies_its_own_checks(
         "accounting summary saved to sacct.txt",
     }
     assert all(c.ok for c in checks.values()) is ok, checks
+
+
+class EndsDuringPoll(CountingScheduler):
+    """The real local scheduler; while armed, a poll first lets the held job finish (the
+    case where a job ends between a refresh's file reads and its poll, made to happen on
+    cue: no real machine can be timed into it)."""
+
+    def __init__(self, state_dir: str, hold: Path) -> None:
+        super().__init__(state_dir)
+        self.hold = hold
+        self.armed = False
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        if self.armed and job_ids:
+            self.armed = False
+            self.hold.unlink()
+            deadline = time.monotonic() + 60  # bounds a hang only
+            while not all(s.state.is_terminal for s in super().poll(job_ids).values()):
+                assert time.monotonic() < deadline, "the released job never ended"
+                time.sleep(0.05)
+        return super().poll(job_ids)
+
+
+def test_the_refresh_that_sees_the_end_shows_the_last_rows(tmp_path: Path) -> None:
+    hold = tmp_path / "hold"
+    hold.touch()
+    scheduler = EndsDuringPoll(str(tmp_path / "state"), hold)
+    cluster = Cluster(
+        LocalExecutor(),
+        scheduler,
+        RunStore(LocalExecutor(), str(tmp_path / "runs")),
+        profile=Profile(scheduler="local"),
+        location="local scheduler",
+    )
+    header = "epoch,train_loss"
+    ref = make_run(
+        cluster,
+        f"""printf '{header}\\n1,0.5\\n' > metrics.csv
+while [ -e {hold} ]; do sleep 0.05; done
+printf '2,0.25\\n' >> metrics.csv""",
+    )
+    cluster.retry(ref.run_id)
+    until_one = time.monotonic() + 60
+    while view_of(cluster, ref.run_id).epochs_done < 1:
+        assert time.monotonic() < until_one, "the first row never showed"
+        time.sleep(0.1)
+    scheduler.armed = True  # this refresh reads 1 row, then its poll sees the job end
+    v = view_of(cluster, ref.run_id)
+    assert v.state is JobState.COMPLETED
+    assert v.epochs_done == 2 and v.last_train_loss == 0.25

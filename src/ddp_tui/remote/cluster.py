@@ -505,6 +505,7 @@ class Cluster:
         except SchedulerError as exc:
             error = exc.message
         self._infos = infos
+        error = self._read_just_ended(infos) or error
         error = self._record_ends(infos) or error
         self._views = tuple(self._view(info) for info in reversed(infos))
         detail = None
@@ -574,6 +575,34 @@ class Cluster:
             except (ExecutorError, OSError) as exc:
                 return f"could not record the end of job {job_id} in {info.run_id}: {exc}"
             self._recorded.add(job_id)
+        return None
+
+    def _read_just_ended(self, infos: Sequence[RunInfo]) -> str | None:
+        """One more read of the table files of runs whose end this refresh just learned.
+
+        The poll may answer after this refresh's reads (the local scheduler reads its
+        state last), so those reads can predate the job's last rows: without this, a row
+        would show COMPLETED with the final epoch missing until the next refresh. One
+        extra batch, only in a refresh where jobs end.
+        """
+        ended = [
+            info
+            for info in infos
+            if info.run_id in self._table
+            and (final := self._end_of(info)) is not None
+            and self._table[info.run_id].read_after_end != final.job_id
+        ]
+        readers = self._table_requests(ended)
+        if not readers:
+            return None
+        try:
+            result = self.executor.run_batch(Batch(reads=[r.request() for r in readers]))
+        except ExecutorError as exc:
+            for info in ended:  # read them at the next refresh instead
+                self._table[info.run_id].read_after_end = None
+            return str(exc)
+        for reader, res in zip(readers, result.reads, strict=True):
+            reader.read_new(res)
         return None
 
     def _table_requests(self, infos: Sequence[RunInfo]) -> list[_Feedable]:
