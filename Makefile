@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_refresh.py
 	$(PY) benchmarks/bench_tui.py
 	$(PY) benchmarks/bench_remote.py
+	$(PY) benchmarks/bench_clean_exit.py   # 100 + 100 torchrun runs: about 20 minutes
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
