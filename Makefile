@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run test check lint format typecheck bench clean install install-test-deps
+.PHONY: run test check lint layers format typecheck bench clean install install-test-deps
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,10 @@ install-test-deps:
 
 # pytest exits 5 when it collected nothing; that is a failure of the suite, not success,
 # but it must not hide behind a generic error either: say it plainly.
+# The import contracts (docs/architecture.md) run first: a layer that reaches upward fails the
+# suite in seconds, before the 15 minutes of tests.
 test: install-test-deps $(STAMP)
+	$(VENV)/bin/lint-imports --no-logo
 	$(PY) -m pytest -ra $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
@@ -38,10 +41,13 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format src tests benchmarks
 	$(VENV)/bin/ruff check --fix src tests benchmarks
 
+layers: $(STAMP)
+	$(VENV)/bin/lint-imports --no-logo
+
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-check: lint typecheck test
+check: lint layers typecheck test
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_trainer.py

@@ -57,8 +57,8 @@ from ddp_tui.remote.runs import RunStore, new_run_id
 from ddp_tui.remote.scheduler import Scheduler
 from ddp_tui.remote.slurm import SlurmScheduler
 from ddp_tui.remote.ssh import SSHExecutor
-from ddp_tui.remote.ssh_api import NoPrompter
-from ddp_tui.remote.ssh_batch import BatchHelper
+from ddp_tui.remote.ssh.api import NoPrompter
+from ddp_tui.remote.ssh.batch import BatchHelper
 
 SQUEUE = "".join(
     f"{1000 + i}|debug|ddp-run-{i}|ddptest|{'RUNNING' if i % 3 else 'PENDING'}|"

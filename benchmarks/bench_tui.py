@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ddp_tui.remote.cluster import Snapshot
+    from ddp_tui.remote.views import Snapshot
 
 MIB = 1024 * 1024
 COLS, ROWS = 120, 40
@@ -656,8 +656,8 @@ def _snapshot(n: int, k: int, refreshes: int) -> Snapshot:
     """Refresh ``k`` of ``n`` running runs. Up to ``refreshes`` every run changes its
     elapsed time, epoch, loss, metric and throughput (the worst case); after that only
     the first TYPICAL_CHANGING do. The first run is named ``refresh-k`` either way."""
-    from ddp_tui.remote.cluster import Attempt, RunView, Snapshot
     from ddp_tui.remote.states import JobState
+    from ddp_tui.remote.views import Attempt, RunView, Snapshot
     from ddp_tui.spec import ExperimentSpec
 
     spec = ExperimentSpec(name="bench", nodes=2, gpus_per_node=4)

@@ -23,7 +23,8 @@ from ddp_tui import __version__
 
 if TYPE_CHECKING:
     from ddp_tui.config import Profile
-    from ddp_tui.remote.cluster import Cluster, RunView
+    from ddp_tui.remote.cluster import Cluster
+    from ddp_tui.remote.views import RunView
     from ddp_tui.spec import ExperimentSpec, FieldSpec
 
 #: Run directories the app reads per refresh: its first table shows the newest runs at
@@ -186,8 +187,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command is None:
         return _run_app(args)
     from ddp_tui.config import ConfigError
-    from ddp_tui.remote.cluster import ValidationFailed
     from ddp_tui.remote.executor import ExecutorError
+    from ddp_tui.remote.plan import ValidationFailed
     from ddp_tui.remote.scheduler import SchedulerError
     from ddp_tui.spec import SpecError
 
@@ -276,8 +277,8 @@ def _run_app(args: argparse.Namespace) -> int:
 
 
 def _spec_from_args(cluster: Cluster, args: argparse.Namespace) -> ExperimentSpec:
-    from ddp_tui.remote.cluster import ValidationFailed
-    from ddp_tui.spec import ExperimentSpec, spec_from_form
+    from ddp_tui.remote.plan import ValidationFailed
+    from ddp_tui.spec import ExperimentSpec, check_form
 
     base = cluster.default_spec()
     if args.spec_file:
@@ -289,14 +290,14 @@ def _spec_from_args(cluster: Cluster, args: argparse.Namespace) -> ExperimentSpe
         for k, v in vars(args).items()
         if k.startswith("spec_") and v is not None
     }
-    spec, errors = spec_from_form(form, base)
+    spec, errors = check_form(form, base)
     if spec is None:
         raise ValidationFailed(errors)
     return spec
 
 
 def _cmd_submit(cluster: Cluster, args: argparse.Namespace) -> int:
-    from ddp_tui.remote.cluster import ValidationFailed
+    from ddp_tui.remote.plan import ValidationFailed
     from ddp_tui.spec import FieldError
 
     spec = _spec_from_args(cluster, args)
@@ -311,14 +312,14 @@ def _cmd_submit(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) -> int:
-    from ddp_tui.remote.cluster import ValidationFailed
+    from ddp_tui.remote.plan import ValidationFailed
     from ddp_tui.spec import FieldError
 
     if args.dry_run:
-        errors = cluster.validate(spec)
-        if errors:
-            raise ValidationFailed(errors)
-        print(cluster.render_script(spec), end="")
+        plan = cluster.plan(spec)
+        if not plan.ok:
+            raise ValidationFailed(plan.errors)
+        print(plan.script, end="")  # exactly the job.sbatch a submit of this plan writes
         return 0
     if args.sweep:
         try:
@@ -327,16 +328,17 @@ def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) ->
             raise ValidationFailed(
                 [FieldError("sweep", f"expected sizes like 1,2,4,8, got {args.sweep!r}")]
             ) from None
-        for view in cluster.submit_sweep(spec, sizes, dimension=args.sweep_over):
+        plans = cluster.plan_sweep(spec, sizes, dimension=args.sweep_over)
+        for view in cluster.submit_plans(plans):
             print(f"{view.run_id}\t{view.job_id}\t{view.spec.nodes}x{view.spec.gpus_per_node}")
         return 0
-    view = cluster.submit(spec)
+    view = cluster.submit(cluster.plan(spec))
     print(f"{view.run_id}\t{view.job_id}")
     return 0
 
 
 def _cmd_preflight(cluster: Cluster, args: argparse.Namespace) -> int:
-    view = cluster.preflight(_spec_from_args(cluster, args))
+    view = cluster.submit(cluster.plan(_spec_from_args(cluster, args), kind="preflight"))
     print(f"{view.run_id}\t{view.job_id}")
     return 0
 
@@ -420,7 +422,7 @@ def _cmd_verify(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 def _cmd_logs(cluster: Cluster, args: argparse.Namespace) -> int:
-    from ddp_tui.remote.tail import collapse_carriage_returns
+    from ddp_tui.text import collapse_carriage_returns
 
     view = resolve_run(cluster, args.run)
 

@@ -1,7 +1,8 @@
 """Per-run summaries and the scaling comparison of a group, with Markdown and CSV export.
 
 Inputs are what a run directory holds: ``metrics.csv`` rows, ``spec.json``'s spec
-and the trainer's ``run.json``. Throughput and epoch time are the median of the
+and the trainer's ``run.json`` (read by :mod:`ddp_tui.remote.comparison`; everything
+here is pure). Throughput and epoch time are the median of the
 epochs after the first (the first pays for warm-up, compilation and cold caches),
 or of the only epoch when there is just one.
 """
@@ -9,15 +10,12 @@ or of the only epoch when there is just one.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
-
-from ddp_tui.remote.runs import RunInfo, RunRef, RunStore
 
 MetricsRows = Sequence[Mapping[str, float | None]]
 
@@ -74,23 +72,6 @@ class RunSummary:
     nodes: int | None
     gpus_per_node: int | None
     global_batch: int | None
-
-
-def load_run(store: RunStore, run: RunRef | RunInfo) -> RunData:
-    """Read one run's spec, metrics and run.json through the store's executor."""
-    if isinstance(run, RunInfo):
-        ref, spec_json = run.ref, dict(run.spec_json)
-    else:
-        ref, spec_json = run, store.read_spec(run)
-    spec = spec_json.get("spec")
-    group = spec_json.get("group")
-    return RunData(
-        run_id=ref.run_id,
-        spec=spec if isinstance(spec, Mapping) else {},
-        metrics=store.read_metrics(ref),
-        run_json=store.read_run_json(ref),
-        group=group if isinstance(group, str) else None,
-    )
 
 
 def _spec_value(spec: Mapping[str, Any], key: str) -> Any:
@@ -321,26 +302,8 @@ def to_csv(df: pd.DataFrame, *, index: bool = True) -> str:
     return df.to_csv(index=index, lineterminator="\n")
 
 
-def _safe_dir_name(group: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", group).strip("._") or "group"
-
-
-def export_comparison(
-    store: RunStore,
-    group: str,
-    *,
-    runs: Sequence[RunData] | None = None,
-    out_dir: str | None = None,
-) -> list[str]:
-    """Write ``comparison.md`` and ``comparison.csv`` for ``group``; returns their paths.
-
-    By default they go to ``<runs_root>/comparisons/<group>/`` on the store's machine.
-    """
-    if runs is None:
-        runs = [load_run(store, info) for info in store.list_runs() if info.group == group]
-    df = scaling_table(runs)
-    out_dir = out_dir or f"{store.root.rstrip('/')}/comparisons/{_safe_dir_name(group)}"
-    store.executor.makedirs(out_dir)
+def comparison_markdown(group: str, df: pd.DataFrame) -> str:
+    """The ``comparison.md`` document of a group's :func:`scaling_table`."""
     metric = df.attrs.get("val_metric", "val_metric")
     baseline = df.attrs.get("baseline")
     md = [
@@ -352,8 +315,4 @@ def export_comparison(
         "",
         to_markdown(df),
     ]
-    md_path = f"{out_dir}/comparison.md"
-    csv_path = f"{out_dir}/comparison.csv"
-    store.executor.write_atomic(md_path, "\n".join(md).encode())
-    store.executor.write_atomic(csv_path, to_csv(df).encode())
-    return [md_path, csv_path]
+    return "\n".join(md)

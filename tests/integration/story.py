@@ -6,8 +6,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from ddp_tui.remote.cluster import Cluster, RunView
+from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
+from ddp_tui.remote.views import RunView
 from ddp_tui.spec import ExperimentSpec
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ddp_tui.config import Profile
-from ddp_tui.remote.cluster import Cluster, ValidationFailed
+from ddp_tui.remote.cluster import Cluster
+from ddp_tui.remote.plan import ValidationFailed
 from ddp_tui.remote.states import JobState
 from tests.helpers.hold import Hold
 from tests.integration.story import epochs_in_metrics, tiny_spec, wait_for, wait_state
@@ -30,7 +31,7 @@ def cluster(tmp_path: Path) -> Cluster:
 
 
 def test_submit_follow_complete_and_verify(cluster: Cluster) -> None:
-    view = cluster.submit(tiny_spec(name="local-ok", gpus_per_node=2, epochs=2))
+    view = cluster.submit(cluster.plan(tiny_spec(name="local-ok", gpus_per_node=2, epochs=2)))
     assert view.job_id is not None
     run_dir = Path(view.run_dir)
     for name in ("spec.json", "job.sbatch", "jobs.jsonl", "code/ddp_tui/trainer/__init__.py"):
@@ -54,7 +55,7 @@ def test_submit_follow_complete_and_verify(cluster: Cluster) -> None:
 def test_cancel_keeps_run_dir_and_retry_resumes(cluster: Cluster, hold: Hold) -> None:
     # The first attempt waits after epoch 1 until the cancel; the retry is not held.
     spec = hold.after_epochs(tiny_spec(name="local-retry", epochs=4, batch_per_gpu=16), 1)
-    view = cluster.submit(spec)
+    view = cluster.submit(cluster.plan(spec))
     wait_for(cluster, view.run_id, lambda v: v.epochs_done >= 1, "the first epoch", 240)
     cluster.cancel(view.run_id)
     cancelled = wait_state(cluster, view.run_id, JobState.CANCELLED, timeout=60)
@@ -77,7 +78,8 @@ def test_cancel_keeps_run_dir_and_retry_resumes(cluster: Cluster, hold: Hold) ->
 
 
 def test_retry_of_a_running_job_is_refused(cluster: Cluster, hold: Hold) -> None:
-    view = cluster.submit(hold.running(tiny_spec(name="local-busy")))  # RUNNING until cancelled
+    plan = cluster.plan(hold.running(tiny_spec(name="local-busy")))
+    view = cluster.submit(plan)  # RUNNING until cancelled
     wait_state(cluster, view.run_id, JobState.RUNNING, timeout=60)
     with pytest.raises(Exception, match="still RUNNING"):
         cluster.retry(view.run_id)
@@ -89,7 +91,7 @@ def test_multi_node_is_refused_with_a_field_error_and_nothing_is_written(
     cluster: Cluster,
 ) -> None:
     with pytest.raises(ValidationFailed) as exc:
-        cluster.submit(tiny_spec(name="too-big", nodes=2))
+        cluster.submit(cluster.plan(tiny_spec(name="too-big", nodes=2)))
     assert any(e.field == "nodes" for e in exc.value.errors)
     root = cluster.store.root
     assert not os.path.exists(root) or os.listdir(root) == []
@@ -97,6 +99,6 @@ def test_multi_node_is_refused_with_a_field_error_and_nothing_is_written(
 
 def test_bad_spec_reports_every_field(cluster: Cluster) -> None:
     with pytest.raises(ValidationFailed) as exc:
-        cluster.submit(tiny_spec(epochs=0, batch_per_gpu=0, backend="mpi"))
+        cluster.submit(cluster.plan(tiny_spec(epochs=0, batch_per_gpu=0, backend="mpi")))
     fields = {e.field for e in exc.value.errors}
     assert {"epochs", "batch_per_gpu", "backend"} <= fields

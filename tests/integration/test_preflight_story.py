@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from ddp_tui.config import Profile
-from ddp_tui.remote.cluster import Cluster, RunView
+from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
+from ddp_tui.remote.views import RunView
 from tests.integration.story import tiny_spec, wait_for
 
 pytestmark = pytest.mark.torch
@@ -49,7 +50,9 @@ def check_preflight(cluster: Cluster, view: RunView, nodes: int, world: int) -> 
 def test_local_preflight_verifies_green(tmp_path: Path) -> None:
     profile = Profile(scheduler="local", runs_root=str(tmp_path / "runs"))
     cluster = Cluster.open(profile, local_state_dir=str(tmp_path / "state"))
-    view = cluster.preflight(tiny_spec(name="pf-local", gpus_per_node=2))
+    view = cluster.submit(
+        cluster.plan(tiny_spec(name="pf-local", gpus_per_node=2), kind="preflight")
+    )
     check_preflight(cluster, view, nodes=1, world=2)
 
 
@@ -66,5 +69,7 @@ def slurm(slurm_cluster: Any, tmp_path: Path) -> Iterator[Cluster]:
 
 @pytest.mark.slurm
 def test_two_node_slurm_preflight_verifies_green(slurm: Cluster) -> None:
-    view = slurm.preflight(tiny_spec(name="pf-slurm", partition="debug", nodes=2))
+    view = slurm.submit(
+        slurm.plan(tiny_spec(name="pf-slurm", partition="debug", nodes=2), kind="preflight")
+    )
     check_preflight(slurm, view, nodes=2, world=2)

@@ -29,11 +29,12 @@ from typing import Any
 import pytest
 
 from ddp_tui.config import Profile
-from ddp_tui.remote.cluster import Cluster, RunDetail, RunView
+from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.executor import ExecutorError
 from ddp_tui.remote.runs import SCRIPT_FILE
 from ddp_tui.remote.ssh import SSHExecutor
 from ddp_tui.remote.states import JobState
+from ddp_tui.remote.views import RunDetail, RunView
 from tests.fixtures.sshd import SshdServer, SshEnv, free_port
 from tests.helpers.hold import Hold
 from tests.integration.story import epochs_in_metrics, tiny_spec, wait_state
@@ -208,7 +209,7 @@ def test_two_node_story_over_ssh_through_a_jump_host(remote: Remote, remote_hold
 
     # The first attempt waits after epoch 1 until the cancel; the retry is not held.
     view = cluster.submit(
-        remote_hold.after_epochs(remote_spec(name="ssh-story", nodes=2, epochs=4), 1)
+        cluster.plan(remote_hold.after_epochs(remote_spec(name="ssh-story", nodes=2, epochs=4), 1))
     )
     assert view.job_id is not None
     run_dir = Path(view.run_dir)
@@ -252,7 +253,9 @@ def test_killed_connection_mid_follow_reconnects_and_loses_no_line(
 ) -> None:
     cluster, ex = remote.cluster, remote.executor
     # RUNNING with two epochs done until the connection is back and the hold released.
-    view = cluster.submit(remote_hold.after_epochs(remote_spec(name="ssh-drop", epochs=10), 2))
+    view = cluster.submit(
+        cluster.plan(remote_hold.after_epochs(remote_spec(name="ssh-drop", epochs=10), 2))
+    )
     followed = Followed()
     running = follow_until(
         cluster, view.run_id, followed, lambda v: v.epochs_done >= 2, "two epochs", 240

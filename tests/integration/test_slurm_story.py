@@ -43,7 +43,7 @@ def slurm_spec(**changes: object) -> Any:
 
 
 def test_two_node_run_completes_and_verifies(cluster: Cluster) -> None:
-    view = cluster.submit(slurm_spec(name="two-node", nodes=2, epochs=2))
+    view = cluster.submit(cluster.plan(slurm_spec(name="two-node", nodes=2, epochs=2)))
     done = wait_state(cluster, view.run_id, JobState.COMPLETED, JobState.FAILED, timeout=240)
     assert done.state is JobState.COMPLETED, cluster.follow(view.run_id).err_lines[-30:]
     run_json = json.loads((Path(view.run_dir) / "run.json").read_text())
@@ -57,7 +57,9 @@ def test_two_node_run_completes_and_verifies(cluster: Cluster) -> None:
 
 
 def test_sweep_over_nodes_gives_speedup_and_efficiency(cluster: Cluster) -> None:
-    runs = cluster.submit_sweep(slurm_spec(name="sweep", epochs=2), [1, 2], dimension="nodes")
+    runs = cluster.submit_plans(
+        cluster.plan_sweep(slurm_spec(name="sweep", epochs=2), [1, 2], dimension="nodes")
+    )
     assert len({r.group for r in runs}) == 1 and runs[0].group
     for r in runs:
         v = wait_state(cluster, r.run_id, JobState.COMPLETED, JobState.FAILED, timeout=300)
@@ -75,7 +77,7 @@ def test_sweep_over_nodes_gives_speedup_and_efficiency(cluster: Cluster) -> None
 def test_cancel_then_retry_resumes_from_checkpoint(cluster: Cluster, hold: Hold) -> None:
     # The first attempt waits after epoch 1 until the cancel; the retry is not held.
     spec = hold.after_epochs(slurm_spec(name="cancel-retry", nodes=2, epochs=4), 1)
-    view = cluster.submit(spec)
+    view = cluster.submit(cluster.plan(spec))
     wait_for(cluster, view.run_id, lambda v: v.epochs_done >= 1, "the first epoch", 240)
     cluster.cancel(view.run_id)
     assert wait_state(cluster, view.run_id, JobState.CANCELLED, timeout=90)
@@ -99,7 +101,7 @@ def test_requeue_preempts_and_the_job_finishes_every_epoch_once(
 ) -> None:
     # The first attempt waits after epoch 1 until the requeue's signal; the next is not held.
     spec = hold.after_epochs(slurm_spec(name="preempt", nodes=2, epochs=4), 1)
-    view = cluster.submit(spec)
+    view = cluster.submit(cluster.plan(spec))
     wait_for(cluster, view.run_id, lambda v: v.epochs_done >= 1, "the first epoch", 240)
     assert view.job_id is not None
     cluster.scheduler.requeue(view.job_id)
@@ -119,7 +121,7 @@ def test_controller_down_is_reported_and_recovers(
     cluster: Cluster, slurm_cluster: Any, hold: Hold
 ) -> None:
     # RUNNING until the cancel below, however fast this machine trains.
-    view = cluster.submit(hold.running(slurm_spec(name="outage")))
+    view = cluster.submit(cluster.plan(hold.running(slurm_spec(name="outage"))))
     wait_state(cluster, view.run_id, JobState.RUNNING, timeout=120)
     slurm_cluster.stop_controller()
     try:

@@ -75,7 +75,7 @@ def test_answer_lost_after_sbatch_ran_records_the_job_once(
 ) -> None:
     cluster, ex = rig
     ex.drop = "after"
-    view = cluster.submit(tiny_spec(name="lost-answer", partition="debug", epochs=1))
+    view = cluster.submit(cluster.plan(tiny_spec(name="lost-answer", partition="debug", epochs=1)))
     jobs = _jobs(view.run_dir)
     assert len(jobs) == 1 and jobs[0]["job_id"] == view.job_id
     assert SlurmScheduler(LocalExecutor()).jobs_in_dir(view.run_dir) == [view.job_id]
@@ -89,7 +89,7 @@ def test_lost_before_sbatch_says_nothing_was_queued_and_retry_works(
     cluster, ex = rig
     ex.drop = "before"
     with pytest.raises(SchedulerError, match="did not reach the scheduler"):
-        cluster.submit(tiny_spec(name="lost-submit", partition="debug", epochs=1))
+        cluster.submit(cluster.plan(tiny_spec(name="lost-submit", partition="debug", epochs=1)))
     (view,) = [v for v in cluster.refresh().runs if v.name == "lost-submit"]
     assert view.attempts == () and view.reason == "not submitted"
     assert _jobs(view.run_dir) == []

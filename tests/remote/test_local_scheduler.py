@@ -6,7 +6,10 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
+import venv
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -353,3 +356,34 @@ def test_sbatch_option_parsing() -> None:
     }
     assert requested_nodes(script) == 1
     assert expand_log_pattern("slurm-%j-%x-%5j-%%.out", "42", "job") == "slurm-42-job-00042-%.out"
+
+
+@pytest.mark.parametrize("pythonpath", [None, "", "/elsewhere"])
+def test_the_supervisor_runs_under_an_interpreter_without_ddp_tui_and_leaves_pythonpath_alone(
+    env: Env, monkeypatch: pytest.MonkeyPatch, pythonpath: str | None
+) -> None:
+    # A bare venv: the supervisor module must come from this checkout, as it did with
+    # the app's interpreter, and the job must see the PYTHONPATH the app had.
+    bare = env.tmp / "bare"
+    venv.create(bare, with_pip=False)
+    python = str(bare / "bin" / "python")
+    if pythonpath is None:
+        monkeypatch.delenv("PYTHONPATH", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONPATH", pythonpath)
+    assert subprocess.run([python, "-c", "import ddp_tui"], capture_output=True).returncode
+    sched = LocalScheduler(env.state, python=python)
+    env.schedulers.append(sched)
+    script, run = env.run_dir('echo "PYTHONPATH=${PYTHONPATH-unset}"\n')
+    job_id = sched.submit(script, run)
+    assert env.wait_state(sched, job_id, JobState.COMPLETED).exit_code == 0
+    expected = "unset" if pythonpath is None else pythonpath
+    assert Path(run, f"slurm-{job_id}.out").read_text() == f"PYTHONPATH={expected}\n"
+
+
+def test_the_supervisor_module_explains_its_arguments() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "ddp_tui.remote.local.supervisor"], capture_output=True, text=True
+    )
+    assert res.returncode == 1
+    assert "usage: python -m ddp_tui.remote.local.supervisor STATE_DIR JOB_ID" in res.stderr

@@ -23,7 +23,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddp_tui.remote.executor import Batch, CommandTimeout, ExecutorError, FileRead, LocalExecutor
-from ddp_tui.remote.hostkeys import KnownHosts, fingerprint_sha256, host_key_name
 from ddp_tui.remote.ssh import (
     AuthenticationFailed,
     ConnectFailed,
@@ -34,8 +33,9 @@ from ddp_tui.remote.ssh import (
     RemoteProtocolError,
     SSHExecutor,
 )
-from ddp_tui.remote.ssh_batch import LAUNCHERS, PY_HELPER, build_request, new_nonce, parse_response
-from ddp_tui.remote.ssh_config import SSHConfigFile, parse_destination
+from ddp_tui.remote.ssh.batch import LAUNCHERS, PY_HELPER, build_request, new_nonce, parse_response
+from ddp_tui.remote.ssh.config import SSHConfigFile, parse_destination
+from ddp_tui.remote.ssh.hostkeys import KnownHosts, fingerprint_sha256, host_key_name
 from tests.fixtures.sshd import NOISE_LINE, SshEnv, fingerprint, free_port
 
 # --------------------------------------------------------------------------- helpers

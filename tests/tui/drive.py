@@ -9,8 +9,8 @@ from collections.abc import Callable
 from textual.pilot import Pilot
 from textual.widgets import Input, Select, TextArea
 
-from ddp_tui.remote.cluster import RunView
 from ddp_tui.remote.states import JobState
+from ddp_tui.remote.views import RunView
 from ddp_tui.tui.app import DdpTuiApp
 from tests.helpers.hold import Hold
 from tests.tui.conftest import wait_until

@@ -5,8 +5,9 @@ Snapshot tests need screens in fixed, deterministic states (a run at exactly epo
 and to the same pixel every time. Every story test (submit, follow, cancel, retry)
 uses the real ``Cluster`` against the real local scheduler or real Slurm instead.
 
-``FakeCluster`` has the facade's methods and returns fixed data; the spec checks
-and the sbatch rendering are the real ones (``ddp_tui.spec``, ``sbatch_templates``).
+``FakeCluster`` offers the facade's calls (:class:`ddp_tui.remote.api.ClusterAPI`, checked
+by mypy below) and returns fixed data; the spec checks and the submit plans are the real
+ones (``ddp_tui.remote.plan``, ``ddp_tui.spec``, ``sbatch_templates``).
 """
 
 from __future__ import annotations
@@ -17,19 +18,19 @@ from typing import Any
 
 import pandas as pd
 
-from ddp_tui.remote.cluster import (
-    Attempt,
-    Check,
-    Progress,
-    RunDetail,
-    RunView,
-    Snapshot,
+from ddp_tui.remote.api import ClusterAPI
+from ddp_tui.remote.plan import (
+    SubmitPlan,
     ValidationFailed,
+    for_sweep_size,
+    make_plan,
+    plan_spec,
+    spec_errors,
+    sweep_specs,
 )
-from ddp_tui.remote.scheduler import PartitionInfo
 from ddp_tui.remote.states import JobState
-from ddp_tui.sbatch_templates import render_training
-from ddp_tui.spec import ExperimentSpec, FieldError, validate, validate_for_cluster
+from ddp_tui.remote.views import Attempt, Check, Progress, RunDetail, RunView, Snapshot
+from ddp_tui.spec import ExperimentSpec, FieldError, PartitionInfo
 
 NOW = 1_700_000_000.0
 
@@ -210,11 +211,31 @@ class FakeCluster:
     def default_spec(self) -> ExperimentSpec:
         return BASE
 
-    def validate(self, spec: ExperimentSpec) -> list[FieldError]:
-        return validate(spec) + validate_for_cluster(spec, PARTITIONS)
+    @property
+    def scheduler_name(self) -> str:
+        return "slurm"
 
-    def render_script(self, spec: ExperimentSpec, run_dir: str | None = None) -> str:
-        return render_training(spec, run_dir or f"/home/user/ddp-tui-runs/RUN_ID-{spec.name}")
+    def validate(self, spec: ExperimentSpec) -> list[FieldError]:
+        return list(self.plan(spec).errors)
+
+    def plan(
+        self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None
+    ) -> SubmitPlan:
+        spec, group = plan_spec(spec, kind, group)
+        errors = spec_errors(spec, "slurm", PARTITIONS)
+        run_id = f"RUN_ID-{spec.name}"  # fixed, so that the preview is the same every time
+        run_dir = f"/home/user/ddp-tui-runs/{run_id}"
+        return make_plan(spec, kind, group, errors, run_id=run_id, run_dir=run_dir)
+
+    def plan_sweep(
+        self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"
+    ) -> list[SubmitPlan]:
+        self.calls.append(("sweep", (spec, list(sizes), dimension)))
+        group = spec.group_key()
+        return [
+            for_sweep_size(self.plan(s, group=group), n)
+            for n, s in sweep_specs(spec, sizes, dimension)
+        ]
 
     def refresh(self, follow: str | None = None) -> Snapshot:
         return Snapshot(
@@ -243,31 +264,27 @@ class FakeCluster:
             run_json={"hosts": ["n1", "n2"], "world_size": 4, "backend": "gloo"},
         )
 
-    def submit(self, spec: ExperimentSpec, *, group: str | None = None) -> RunView:
-        errors = self.validate(spec)
-        if errors:
-            raise ValidationFailed(errors)
-        self.calls.append(("submit", spec))
+    def submit(self, plan: SubmitPlan) -> RunView:
+        if not plan.ok:
+            raise ValidationFailed(plan.errors)
+        self.calls.append(("preflight" if plan.kind == "preflight" else "submit", plan.spec))
         run = replace(
             self.runs[0],
             run_id="20231114-223000-new-ffff",
-            name=spec.name,
-            spec=spec,
+            name=plan.spec.name,
+            spec=plan.spec,
             state=JobState.PENDING,
             attempts=(_attempt("1050"),),
         )
         self.runs.insert(0, run)
         return run
 
-    def submit_sweep(
-        self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"
-    ) -> list[RunView]:
-        self.calls.append(("sweep", (spec, list(sizes), dimension)))
-        return [self.submit(spec)]
-
-    def preflight(self, spec: ExperimentSpec) -> RunView:
-        self.calls.append(("preflight", spec))
-        return self.submit(spec)
+    def submit_plans(self, plans: Sequence[SubmitPlan]) -> list[RunView]:
+        errors = [e for p in plans for e in p.errors]
+        if errors:
+            raise ValidationFailed(errors)
+        # One row for the whole sweep, as the screens need no more.
+        return [self.submit(plans[0])] if plans else []
 
     def cancel(self, run_id: str) -> None:
         self.calls.append(("cancel", run_id))
@@ -317,3 +334,7 @@ class FakeCluster:
 
     def close(self) -> None:
         self.calls.append(("close", None))
+
+
+def _conforms(fake: FakeCluster) -> ClusterAPI:
+    return fake  # mypy checks here that FakeCluster offers every call the app makes

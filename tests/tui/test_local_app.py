@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import Static
@@ -99,13 +100,12 @@ async def test_bad_input_in_every_field_gives_inline_errors(tmp_path: Path) -> N
         await type_into(pilot, "model", "my model")
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: len(screen.errors) >= len(BAD_INPUT), "every error")
-        await pilot.pause(0.8)  # the live preview re-validates after typing stops
-        # ... in a worker that may land later on a busy machine: wait for it, not for a time.
+        # The live preview re-validates after typing stops, through the I/O owner, and may
+        # land later on a busy machine: wait for it, not for a time.
         expected = {field for field, _, _ in BAD_INPUT} | {"model"}
-        previews = lambda: [w for w in app.workers if w.group == "preview" and w.is_running]  # noqa: E731
         await wait_until(
             pilot,
-            lambda: expected <= set(screen.errors) and not previews(),
+            lambda: expected <= set(screen.errors) and not screen.preview_pending,
             "the preview's errors for every field",
             30,
         )
@@ -225,3 +225,66 @@ async def test_sweep_compare_and_export_by_keys(tmp_path: Path) -> None:
             30,
         )
         assert any((tmp_path / "runs").rglob("comparison.csv"))
+
+
+async def test_one_compose_keystroke_validates_the_spec_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The preview's plan is the one check: no second pass to convert, none to render."""
+    import sys
+
+    from ddp_tui.spec import validate
+
+    calls: list[str] = []
+
+    def counted(spec: Any) -> Any:
+        calls.append(spec.name)
+        return validate(spec)
+
+    # Every module that holds the function (the plan's module, the templates', the spec's).
+    for module in list(sys.modules.values()):
+        if module.__name__.startswith("ddp_tui") and getattr(module, "validate", None) is validate:
+            monkeypatch.setattr(module, "validate", counted)
+
+    app = local_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(pilot, app)
+        await pilot.press("n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
+        screen = app.screen
+        assert isinstance(screen, ComposeScreen)
+        await type_into(pilot, "name", "abc")
+
+        def previewed(name: str) -> bool:
+            script = screen.script or ""
+            return f"-{name}-" in script and not screen.preview_pending
+
+        await wait_until(pilot, lambda: previewed("abc"), "the preview of abc")
+        calls.clear()
+        await pilot.press("d")
+        await wait_until(pilot, lambda: previewed("abcd"), "the preview of abcd")
+        assert calls == ["abcd"]
+
+
+async def test_the_preview_is_the_submitted_job_script_byte_for_byte(tmp_path: Path) -> None:
+    app = local_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(pilot, app)
+        await pilot.press("n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
+        screen = app.screen
+        assert isinstance(screen, ComposeScreen)
+        await type_into(pilot, "name", "same")
+        await type_into(pilot, "python", "true")
+        await wait_until(
+            pilot,
+            lambda: "-same-" in (screen.script or "") and not screen.preview_pending,
+            "the preview",
+        )
+        previewed = screen.script
+        assert previewed is not None
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: isinstance(app.screen, JobsScreen), "back to Jobs", 30)
+        run = await wait_run(pilot, "same", lambda r: r.job_id is not None, "a job id", 30)
+        submitted = (Path(run.run_dir) / "job.sbatch").read_bytes()
+        assert submitted == previewed.encode("utf-8")

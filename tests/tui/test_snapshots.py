@@ -116,8 +116,7 @@ def test_compose_inline_errors(snap_compare: Any) -> None:
         await pilot.press("ctrl+s")
         # The partition's limit comes from the cluster-aware pass of the preview worker.
         await wait_until(pilot, lambda: "gpus_per_node" in screen.errors, "the partition limit")
-        previews = lambda: [w for w in pilot.app.workers if w.group == "preview" and w.is_running]  # noqa: E731
-        await wait_until(pilot, lambda: not previews(), "the previews to finish")
+        await wait_until(pilot, lambda: not screen.preview_pending, "the previews to finish")
         await asyncio.sleep(0.3)
         await pilot.pause()
         await pilot.wait_for_scheduled_animations()  # focusing the field scrolls the form

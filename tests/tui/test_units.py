@@ -9,10 +9,11 @@ from textual.app import App, ComposeResult
 
 from ddp_tui.remote.states import JobState
 from ddp_tui.spec import ExperimentSpec, spec_from_form
+from ddp_tui.tui.form import FORM_FIELDS as FIELDS
+from ddp_tui.tui.form import form_from_spec
 from ddp_tui.tui.formatting import describe_error, duration, number, rate
 from ddp_tui.tui.modals import parse_sizes
 from ddp_tui.tui.pacing import poll_delay
-from ddp_tui.tui.screens.compose import FIELDS, form_from_spec
 from ddp_tui.tui.screens.jobs import COLUMNS, JobsTable, row_values, run_matches
 from tests.tui.fakes import sample_runs
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from ddp_tui.remote.comparison import export_comparison
 from ddp_tui.remote.executor import LocalExecutor
 from ddp_tui.remote.runs import RunStore
 from ddp_tui.results import (
     SCALING_COLUMNS,
     RunData,
-    export_comparison,
     scaling_table,
     summarize,
     to_csv,

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
-from ddp_tui.remote.scheduler import PartitionInfo
 from ddp_tui.sbatch_templates import render_training
 from ddp_tui.spec import (
     ExperimentSpec,
     FieldError,
+    PartitionInfo,
     SpecError,
+    check_form,
     format_time_limit,
     parse_time_limit,
     parse_time_limit_seconds,
@@ -410,7 +411,7 @@ def test_form_text_converts_onto_a_base() -> None:
 
 
 def test_form_collects_conversion_and_validation_errors_per_field() -> None:
-    spec, errors = spec_from_form(
+    spec, errors = check_form(
         {
             "nodes": "two",
             "lr": "fast",

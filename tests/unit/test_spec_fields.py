@@ -12,10 +12,10 @@ import re
 import pytest
 
 from ddp_tui.spec import (
-    _DATASET_SHAPES,
     BACKENDS,
     BUILTIN_DATASETS,
     BUILTIN_MODELS,
+    DATASET_SHAPES,
     FIELD_SECTIONS,
     FIELDS,
     LAUNCHERS,
@@ -128,7 +128,7 @@ def test_spec_constants_match_the_trainers() -> None:
     default = trainer_args.TrainConfig(run_dir=None)  # type: ignore[arg-type]
     assert default.synthetic_shape == SYNTHETIC_DEFAULT_SHAPE
     # validate() knows what every other built-in dataset feeds the model.
-    assert {*_DATASET_SHAPES, "synthetic"} == set(BUILTIN_DATASETS)
+    assert {*DATASET_SHAPES, "synthetic"} == set(BUILTIN_DATASETS)
 
 
 def test_env_values_may_hold_commas() -> None:

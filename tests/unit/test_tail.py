@@ -11,9 +11,9 @@ from ddp_tui.remote.tail import (
     LogReader,
     MetricsReader,
     ProgressReader,
-    collapse_carriage_returns,
     parse_metrics_csv,
 )
+from ddp_tui.text import collapse_carriage_returns
 
 EX = LocalExecutor()
 

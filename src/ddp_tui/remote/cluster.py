@@ -1,71 +1,59 @@
-"""The one facade the UI and the CLI use: submit, follow, compare, cancel, retry, verify.
+"""The one facade the UI and the CLI use: plan, submit, follow, compare, cancel, retry, verify.
 
 It owns no state of its own beyond caches: the run directories are the truth, so the
-app on a login node and the app on a laptop see the same experiments.
+app on a login node and the app on a laptop see the same experiments. What it shows is
+the read model of :mod:`ddp_tui.remote.views`, built by :mod:`ddp_tui.remote.view_building`
+from the files read by :mod:`ddp_tui.remote.followers` and the states kept by
+:mod:`ddp_tui.remote.attempt_states` (see docs/architecture.md).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ddp_tui.preflight_report import PreflightSummary, summarize
-from ddp_tui.remote.executor import (
-    Batch,
-    Executor,
-    ExecutorError,
-    FileRead,
-    LocalExecutor,
-    ReadResult,
+from ddp_tui.remote.attempt_states import AttemptStates
+from ddp_tui.remote.connect import connect
+from ddp_tui.remote.executor import Batch, Executor, ExecutorError, ReadResult
+from ddp_tui.remote.followers import Follower, FollowPass
+from ddp_tui.remote.history import LOST_GRACE_SEC
+from ddp_tui.remote.plan import (
+    SubmitPlan,
+    ValidationFailed,
+    for_sweep_size,
+    make_plan,
+    plan_spec,
+    spec_errors,
+    sweep_specs,
 )
-from ddp_tui.remote.history import (
-    LOST_GRACE_SEC,
-    MissingJobs,
-    end_record,
-    lost_status,
-    status_of_end,
-)
-from ddp_tui.remote.local import LocalScheduler
+from ddp_tui.remote.run_table import RunTable
 from ddp_tui.remote.runs import (
-    METRICS_FILE,
     PREFLIGHT_FILE,
-    PROGRESS_FILE,
-    RUN_JSON,
-    SCRIPT_FILE,
+    RunExists,
     RunInfo,
     RunRef,
     RunStore,
     RunStoreError,
+    new_run_id,
 )
 from ddp_tui.remote.scheduler import (
     AccountingUnavailable,
-    JobStatus,
     PartitionInfo,
     Scheduler,
     SchedulerError,
     SchedulerUnavailable,
 )
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.tail import (
-    LogReader,
-    MetricsReader,
-    ProgressReader,
+from ddp_tui.remote.submission import RECOVER_SUBMIT_SEC, submit_attempt
+from ddp_tui.remote.verification import RunFiles, verify_run
+from ddp_tui.remote.view_building import (
+    latest_job_id,
+    progress_of,
+    spec_of,
 )
-from ddp_tui.remote.verification import (
-    Check,
-    accounting_check,
-    completed_check,
-    outcome_note,
-    preflight_checks,
-    training_checks,
-)
-from ddp_tui.sbatch_templates import render_preflight, render_training
-from ddp_tui.spec import ExperimentSpec, FieldError, SpecError, validate, validate_for_cluster
+from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
+from ddp_tui.spec import ExperimentSpec, FieldError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,113 +61,7 @@ if TYPE_CHECKING:
     from ddp_tui.config import Profile
 
 SACCT_FILE = "sacct.txt"
-#: How long a submit whose answer was lost waits for the scheduler to be reachable again.
-RECOVER_SUBMIT_SEC = 60.0
-
-
-class ValidationFailed(Exception):
-    """The spec has errors; ``errors`` name each field and what is allowed."""
-
-    def __init__(self, errors: Sequence[FieldError]) -> None:
-        self.errors = list(errors)
-        super().__init__("; ".join(f"{e.field}: {e.message}" for e in self.errors))
-
-
-@dataclass(frozen=True)
-class Attempt:
-    job_id: str
-    scheduler: str
-    submitted_at: str
-    retry_of: str | None
-    attempt: int
-
-
-@dataclass(frozen=True)
-class Progress:
-    epoch: int
-    step: int
-    steps_per_epoch: int
-    loss: float | None
-    samples_per_sec: float | None
-
-
-@dataclass(frozen=True)
-class RunView:
-    """One run as the jobs table and the detail summary show it."""
-
-    run_id: str
-    name: str
-    run_dir: str
-    group: str | None
-    created_at: str
-    spec: ExperimentSpec
-    attempts: tuple[Attempt, ...]
-    state: JobState
-    reason: str = ""
-    elapsed_sec: float = 0.0
-    epochs_done: int = 0
-    epochs_total: int = 0
-    last_train_loss: float | None = None
-    last_val_metric: float | None = None
-    val_metric_name: str = "val_acc"
-    throughput: float | None = None
-    progress: Progress | None = None
-    hosts: tuple[str, ...] = ()
-    world_size: int | None = None
-    backend: str | None = None
-    rendezvous: str | None = None
-    exit_code: int | None = None
-    #: Where the trainer's own record and the job's state disagree, said plainly: e.g.
-    #: run.json says completed while the job ended FAILED (the launcher's exit).
-    note: str = ""
-    kind: str = "train"  # or "preflight"
-    preflight: PreflightSummary | None = None  # preflight runs only
-
-    @property
-    def job_id(self) -> str | None:
-        return self.attempts[-1].job_id if self.attempts else None
-
-    @property
-    def state_label(self) -> str:
-        """The state, marked "*" where :attr:`note` has something to say about it."""
-        return self.state.value + (" *" if self.note else "")
-
-    @property
-    def epoch_label(self) -> str:
-        """Epochs done of the total, or a preflight's result (it has no epochs)."""
-        if self.preflight is not None:
-            return self.preflight.label
-        return f"{self.epochs_done}/{self.epochs_total}" if self.epochs_total else "-"
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything the screens render, from one refresh."""
-
-    taken_at: float
-    runs: tuple[RunView, ...]  # newest first
-    location: str  # "local scheduler", "Slurm on this host", "user@host"
-    scheduler_version: str
-    connection: str  # "ok", "reconnecting", "controller unreachable", ...
-    error: str | None = None
-    scheduler_calls: int = 0
-    detail: RunDetail | None = None  # the followed run's news, when refresh(follow=...)
-    unread: int = 0  # older runs not read yet: refresh again soon to see them
-
-
-@dataclass
-class RunDetail:
-    """New data for the open run since the last call (incremental)."""
-
-    run_id: str
-    out_lines: list[str] = field(default_factory=list)
-    err_lines: list[str] = field(default_factory=list)
-    out_reset: bool = False  # the log was truncated/rotated: clear the pane first
-    err_reset: bool = False
-    metrics: list[dict[str, float | None]] = field(default_factory=list)  # all rows so far
-    progress: Progress | None = None
-    run_json: dict[str, Any] | None = None
-    accounting: str | None = None
+CHECKPOINT_FILE = "checkpoints/latest.pt"
 
 
 class Cluster:
@@ -204,28 +86,20 @@ class Cluster:
         self.store = store
         self.profile = profile
         self.location = location
+        self.states = AttemptStates(scheduler, store, lost_grace_sec=lost_grace_sec)
+        #: How long a submit whose answer was lost looks for its job before giving up.
+        self.recover_submit_sec = RECOVER_SUBMIT_SEC
         self._version: str | None = None
         self._partitions: list[PartitionInfo] | None = None
-        self._status: dict[str, JobStatus] = {}  # job id -> latest polled status
-        # job id -> (its end record, the status it gives this reader); the record is kept
-        # to notice when a real end supersedes a LOST verdict.
-        self._ended: dict[str, tuple[Mapping[str, Any], JobStatus | None]] = {}
-        self._recorded: set[str] = set()  # job ids whose end this process appended
-        self._missing = MissingJobs(lost_grace_sec)
-        self._identity: str | None = None
         #: New run directories read per refresh (None: all). The app sets it so that its
         #: first table does not wait for thousands of finished runs to be read.
         self.listing_batch = listing_batch
-        self._table: dict[str, _TableReaders] = {}
-        self._followers: dict[str, _Follower] = {}
+        self.table = RunTable(self.states)
+        self._followers: dict[str, Follower] = {}
         self._connection = "ok"
-        self._specs: dict[str, ExperimentSpec] = {}
-        self._view_cache: dict[str, tuple[tuple[object, ...], RunView]] = {}
         self._infos: list[RunInfo] = []
         self._listed = False
         self._views: tuple[RunView, ...] = ()
-
-    # -- construction -------------------------------------------------------------------
 
     @classmethod
     def open(
@@ -239,57 +113,32 @@ class Cluster:
         state_callback: Callable[[str], None] | None = None,
         listing_batch: int | None = None,
     ) -> Cluster:
-        """Connect as the profile says: SSH with a host, Slurm when sbatch is on PATH, else
-        the embedded local scheduler."""
+        """Connect as the profile says (see :func:`ddp_tui.remote.connect.connect`)."""
         from ddp_tui.config import get_profile
 
         profile = profile or get_profile(None)
-        host = host or profile.host
-        executor: Executor
-        if host:
-            from ddp_tui.remote.ssh import SSHExecutor
-
-            ssh = SSHExecutor(host, prompter=prompter, state_callback=state_callback)
-            try:
-                # Now, so that a wrong alias, port or key says so (the Slurm probe below
-                # would swallow it and report "no Slurm" instead).
-                ssh.connect()
-            except BaseException:
-                ssh.close()
-                raise
-            executor = ssh
-        else:
-            executor = LocalExecutor()
-        kind = profile.scheduler
-        if kind == "auto":
-            kind = "slurm" if _has_slurm(executor) else "local"
-        scheduler: Scheduler
-        if kind == "slurm":
-            from ddp_tui.remote.slurm import SlurmScheduler
-
-            scheduler = SlurmScheduler(executor)
-            location = executor.description if host else "Slurm on this host"
-        else:
-            if host:
-                executor.close()
-                raise SchedulerError(
-                    f"{host} has no Slurm (sbatch is not on its PATH); "
-                    "the local scheduler runs on this machine only"
-                )
-            scheduler = LocalScheduler(local_state_dir, max_running=profile.local_max_concurrent)
-            location = "local scheduler"
-        root = runs_root or profile.runs_root
-        store = RunStore(executor, executor.expand_home(root))
+        c = connect(
+            profile,
+            host=host,
+            runs_root=runs_root,
+            local_state_dir=local_state_dir,
+            prompter=prompter,
+            state_callback=state_callback,
+        )
         return cls(
-            executor,
-            scheduler,
-            store,
+            c.executor,
+            c.scheduler,
+            c.store,
             profile=profile,
-            location=location,
+            location=c.location,
             listing_batch=listing_batch,
         )
 
     # -- compose ------------------------------------------------------------------------
+
+    @property
+    def scheduler_name(self) -> str:
+        return self.scheduler.name
 
     def default_spec(self) -> ExperimentSpec:
         """The profile's defaults; locally the job runs with this interpreter."""
@@ -316,125 +165,78 @@ class Cluster:
         return self._version
 
     def validate(self, spec: ExperimentSpec) -> list[FieldError]:
-        """Every error of the spec itself, then those against the cluster's partitions."""
-        errors = validate(spec)
-        if self.scheduler.name == "local" and spec.needs_slurm:
-            errors.append(
-                FieldError(
-                    "nodes" if spec.nodes > 1 else "launcher",
-                    "the local scheduler runs one-node torchrun jobs only; "
-                    "use nodes = 1 and launcher = torchrun, or a Slurm profile",
-                )
-            )
-        try:
-            parts = self.partitions()
-        except (SchedulerError, ExecutorError):
-            return errors  # the cluster-aware pass needs sinfo; self-checks still apply
-        if self.scheduler.name == "slurm":
-            errors += validate_for_cluster(spec, parts)
-        return errors
+        """The errors a plan of ``spec`` would have (none: it can be submitted)."""
+        return list(self.plan(spec).errors)
 
-    def render_script(self, spec: ExperimentSpec, run_dir: str | None = None) -> str:
-        """The exact job script (a dry run); ``run_dir`` defaults to a placeholder path."""
-        return render_training(spec, run_dir or f"{self.store.root}/RUN_ID")
+    def plan(
+        self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None
+    ) -> SubmitPlan:
+        """What submitting ``spec`` will do: the spec checked once (itself, then against
+        the cluster), a run id allocated, and the job script rendered once for that run's
+        directory. ``kind="preflight"`` plans a collective test of the same shape."""
+        spec, group = plan_spec(spec, kind, group)
+        try:
+            parts: list[PartitionInfo] | None = self.partitions()
+        except (SchedulerError, ExecutorError):
+            parts = None  # the cluster-aware pass needs sinfo; self-checks still apply
+        errors = spec_errors(spec, self.scheduler.name, parts)
+        ref = self.store.ref(new_run_id(spec.name))
+        return make_plan(spec, kind, group, errors, run_id=ref.run_id, run_dir=ref.path)
+
+    def plan_sweep(
+        self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"
+    ) -> list[SubmitPlan]:
+        """The same experiment at several sizes (``gpus`` per node or ``nodes``), one
+        group; each plan's errors are named ``sweep[<size>] <field>``."""
+        group = spec.group_key()
+        return [
+            for_sweep_size(self.plan(s, group=group), n)
+            for n, s in sweep_specs(spec, sizes, dimension)
+        ]
 
     # -- submit -------------------------------------------------------------------------
 
-    def submit(self, spec: ExperimentSpec, *, group: str | None = None) -> RunView:
-        """Validate, create the run directory atomically, submit, record the attempt."""
-        return self._submit(spec, render_training, group or spec.group_key())
-
-    def preflight(self, spec: ExperimentSpec) -> RunView:
-        """A collective-test job of the same shape as ``spec``."""
-        return self._submit(
-            spec.replace(name=f"{spec.name}-preflight"), render_preflight, None, kind="preflight"
-        )
-
-    def submit_sweep(
-        self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"
-    ) -> list[RunView]:
-        """The same experiment at several sizes (``gpus`` per node or ``nodes``), one group."""
-        if dimension not in ("gpus", "nodes"):
-            raise ValidationFailed([FieldError("sweep", "dimension must be 'gpus' or 'nodes'")])
-        if not sizes:
-            raise ValidationFailed([FieldError("sweep", "give at least one size, e.g. 1,2,4,8")])
-        field_name = "gpus_per_node" if dimension == "gpus" else "nodes"
-        specs = [
-            spec.replace(**{field_name: n, "name": f"{spec.name}-{dimension[0]}{n}"})
-            for n in sorted(set(sizes))
-        ]
-        errors = [
-            FieldError(f"sweep[{n}] {e.field}", e.message)
-            for n, s in zip(sorted(set(sizes)), specs, strict=True)
-            for e in self.validate(s)
-        ]
-        if errors:
-            raise ValidationFailed(errors)  # nothing submitted unless every size is valid
-        group = spec.group_key()
-        return [self._submit(s, render_training, group, validated=True) for s in specs]
-
-    def _submit(
-        self,
-        spec: ExperimentSpec,
-        render: Callable[[ExperimentSpec, str], str],
-        group: str | None,
-        *,
-        validated: bool = False,
-        kind: str = "train",
-    ) -> RunView:
-        if not validated:
-            errors = self.validate(spec)
-            if errors:
-                raise ValidationFailed(errors)
-        ref = self.store.create_run(
-            spec.to_dict(), spec.name, lambda d: render(spec, d), group, kind=kind
-        )
+    def submit(self, plan: SubmitPlan) -> RunView:
+        """Create the plan's run directory with exactly its script, submit, record the
+        attempt. Refused (:class:`ValidationFailed`) when the plan has errors or its run
+        directory exists already (the plan was submitted before)."""
+        if not plan.ok:
+            raise ValidationFailed(plan.errors)
+        try:
+            ref = self.store.create_run(
+                plan.spec.to_dict(),
+                plan.spec.name,
+                plan.script,
+                plan.group,
+                kind=plan.kind,
+                run_id=plan.run_id,
+            )
+        except RunExists as exc:
+            raise ValidationFailed(
+                [FieldError("run_id", f"{exc}: this plan was submitted already; plan again")]
+            ) from None
         self._submit_attempt(ref, retry_of=None, attempt=1, recorded=())
         return self._view_of(ref.run_id)
+
+    def submit_plans(self, plans: Sequence[SubmitPlan]) -> list[RunView]:
+        """Submit several plans (a sweep); nothing is submitted unless every plan is ok."""
+        errors = [e for p in plans for e in p.errors]
+        if errors:
+            raise ValidationFailed(errors)
+        return [self.submit(p) for p in plans]
 
     def _submit_attempt(
         self, ref: RunRef, *, retry_of: str | None, attempt: int, recorded: Sequence[str]
     ) -> str:
-        """Submit the run's script once and record it in jobs.jsonl.
-
-        If the answer is lost (the connection dropped, or sbatch timed out), sbatch may
-        or may not have queued the job. Never guess and never submit twice: ask Slurm
-        which jobs were submitted from this run directory, and record the new one, or
-        report that nothing was queued.
-        """
-        try:
-            job_id = self.scheduler.submit(ref.file(SCRIPT_FILE), ref.path)
-        except SchedulerError as exc:
-            if not isinstance(exc.__cause__, ExecutorError):
-                raise  # sbatch answered: it refused the job
-            job_id = self._recover_lost_submit(ref, recorded, exc)
-        self.store.append_job(ref, _attempt_record(job_id, self.scheduler.name, retry_of, attempt))
-        return job_id
-
-    def _recover_lost_submit(
-        self, ref: RunRef, recorded: Sequence[str], cause: SchedulerError
-    ) -> str:
-        deadline = time.monotonic() + RECOVER_SUBMIT_SEC
-        delay = 1.0
-        while True:
-            try:
-                found = [j for j in self.scheduler.jobs_in_dir(ref.path) if j not in recorded]
-                break
-            except (SchedulerError, ExecutorError) as exc:
-                if time.monotonic() + delay > deadline:
-                    raise SchedulerError(
-                        f"the connection was lost while submitting {ref.run_id} and could not "
-                        f"be checked since ({exc}); nothing was recorded. Check `squeue` "
-                        "before retrying the run."
-                    ) from cause
-                time.sleep(delay)
-                delay = min(delay * 2, 8.0)
-        if not found:
-            raise SchedulerError(
-                f"the submission of {ref.run_id} did not reach the scheduler ({cause}); "
-                "nothing was queued, and the run directory is kept: retry it (r)."
-            ) from cause
-        return found[0]
+        return submit_attempt(
+            self.scheduler,
+            self.store,
+            ref,
+            retry_of=retry_of,
+            attempt=attempt,
+            recorded=recorded,
+            recover_sec=self.recover_submit_sec,
+        )
 
     # -- follow -------------------------------------------------------------------------
 
@@ -459,11 +261,13 @@ class Cluster:
     def _refresh_once(
         self, follow: str | None, *, poll: bool = True, max_new: int | None = None
     ) -> Snapshot:
-        prev = self._infos
+        states = self.states
         polled = [
-            job_id for info in prev if (job_id := _latest_job_id(info)) and not self._end_of(info)
+            job_id
+            for info in self._infos
+            if (job_id := latest_job_id(info)) and not states.end_of(info)
         ]
-        table = self._table_requests(prev)
+        table = self.table.requests(self._infos)
         fpass = self._follow_begin(follow) if follow else None
         listing_reads = self.store.listing_reads()
         poll_cmds = self.scheduler.poll_commands(polled) if poll else []
@@ -476,9 +280,7 @@ class Cluster:
         try:
             result = self.executor.run_batch(batch)
             infos = self.store.apply_listing(
-                result.commands[0],
-                result.reads[: len(listing_reads)],
-                max_new=max_new,
+                result.commands[0], result.reads[: len(listing_reads)], max_new=max_new
             )
         except (ExecutorError, RunStoreError) as exc:
             self._connection = "reconnecting" if isinstance(exc, ExecutorError) else "ok"
@@ -490,24 +292,22 @@ class Cluster:
         self._listed = True
         try:
             statuses = self.scheduler.parse_poll(polled, result.commands[1:]) if poll else {}
-            self._status.update(statuses)
             self._connection = "ok"
             if poll:  # a complete answer: what it did not mention, the scheduler does not know
-                for job_id in self._missing.observe(polled, statuses):
-                    self._status[job_id] = lost_status(job_id)
+                states.observe_complete_poll(polled, statuses)
         except SchedulerUnavailable as exc:
             self._connection = "controller unreachable"
             error = exc.message
         except AccountingUnavailable as exc:
-            self._status.update(exc.partial)  # squeue still answered
+            states.update(exc.partial)  # squeue still answered
             self._connection = "ok"
             error = exc.message
         except SchedulerError as exc:
             error = exc.message
         self._infos = infos
         error = self._read_just_ended(infos) or error
-        error = self._record_ends(infos) or error
-        self._views = tuple(self._view(info) for info in reversed(infos))
+        error = states.record_ends(infos) or error
+        self._views = tuple(self.table.view(info) for info in reversed(infos))
         detail = None
         if fpass is not None:
             try:
@@ -515,67 +315,6 @@ class Cluster:
             except ExecutorError as exc:
                 error = error or str(exc)
         return self._snapshot(self._views, error, len(poll_cmds), detail)
-
-    def _end_of(self, info: RunInfo) -> JobStatus | None:
-        """How the run's latest attempt ended, if that is known: recorded in jobs.jsonl
-        (by anyone, any time), or just polled. None while it may still run."""
-        job_id = _latest_job_id(info)
-        if job_id is None:
-            return None
-        rec = info.ends.get(job_id)
-        if rec is not None:
-            cached = self._ended.get(job_id)
-            if cached is None or cached[0] is not rec:
-                lost = rec.get("state") == JobState.LOST.value
-                scope = self._scheduler_identity() if lost else ""
-                ended = status_of_end(rec, scope=scope) if scope is not None else None
-                cached = self._ended[job_id] = (rec, ended)
-            if cached[1] is not None:
-                return cached[1]
-        status = self._status.get(job_id)
-        return status if status is not None and status.state.is_terminal else None
-
-    def _status_of(self, info: RunInfo) -> JobStatus | None:
-        """The latest attempt's status: its recorded end, else what the last poll said."""
-        job_id = _latest_job_id(info)
-        return (self._end_of(info) or self._status.get(job_id)) if job_id else None
-
-    def _scheduler_identity(self) -> str | None:
-        """The scheduler's identity (scopes LOST verdicts); asked once, when first needed."""
-        if self._identity is None:
-            try:
-                self._identity = self.scheduler.identity()
-            except (SchedulerError, ExecutorError):
-                return None
-        return self._identity
-
-    def _record_ends(self, infos: Sequence[RunInfo]) -> str | None:
-        """Append the end of every latest attempt that just ended to its jobs.jsonl, once.
-
-        From then on no instance polls that attempt again. A LOST verdict is written only
-        with the scheduler's identity, so that it binds no other cluster sharing the runs
-        root; where that identity cannot be had, the verdict stays in this process.
-        """
-        for info in infos:
-            job_id = _latest_job_id(info)
-            if job_id is None or job_id in self._recorded:
-                continue
-            status = self._status.get(job_id)
-            if status is None or not status.state.is_terminal:
-                continue
-            lost = status.state is JobState.LOST
-            rec = info.ends.get(job_id)
-            if rec is not None and (lost or rec.get("state") != JobState.LOST.value):
-                continue  # already recorded (a LOST one gives way to a real end)
-            scope = self._scheduler_identity() if lost else None
-            if lost and scope is None:
-                continue
-            try:
-                self.store.append_job(info.ref, end_record(status, scope=scope))
-            except (ExecutorError, OSError) as exc:
-                return f"could not record the end of job {job_id} in {info.run_id}: {exc}"
-            self._recorded.add(job_id)
-        return None
 
     def _read_just_ended(self, infos: Sequence[RunInfo]) -> str | None:
         """One more read of the table files of runs whose end this refresh just learned.
@@ -585,40 +324,18 @@ class Cluster:
         would show COMPLETED with the final epoch missing until the next refresh. One
         extra batch, only in a refresh where jobs end.
         """
-        ended = [
-            info
-            for info in infos
-            if info.run_id in self._table
-            and (final := self._end_of(info)) is not None
-            and self._table[info.run_id].read_after_end != final.job_id
-        ]
-        readers = self._table_requests(ended)
+        ended = self.table.just_ended(infos)
+        readers = self.table.requests(ended)
         if not readers:
             return None
         try:
             result = self.executor.run_batch(Batch(reads=[r.request() for r in readers]))
         except ExecutorError as exc:
-            for info in ended:  # read them at the next refresh instead
-                self._table[info.run_id].read_after_end = None
+            self.table.unread_end(ended)  # read them at the next refresh instead
             return str(exc)
         for reader, res in zip(readers, result.reads, strict=True):
             reader.read_new(res)
         return None
-
-    def _table_requests(self, infos: Sequence[RunInfo]) -> list[_Feedable]:
-        """Reads for the jobs table: metrics/progress of runs not yet known to be finished."""
-        out: list[_Feedable] = []
-        for info in infos:
-            t = self._table.get(info.run_id)
-            if t is None:
-                t = self._table[info.run_id] = _TableReaders(info.ref, info.kind)
-            final = self._end_of(info)
-            if final is not None:
-                if t.read_after_end == final.job_id:
-                    continue  # ended, and its files were read once more since: done
-                t.read_after_end = final.job_id  # this read catches the last rows
-            out += t.readers()
-        return out
 
     def _view_of(self, run_id: str) -> RunView:
         infos = self.store.list_runs()
@@ -626,70 +343,8 @@ class Cluster:
             self._infos = infos  # the next refresh polls a run just submitted here
         for info in infos:
             if info.run_id == run_id:
-                return self._view(info)
+                return self.table.view(info)
         raise KeyError(run_id)
-
-    def _view(self, info: RunInfo) -> RunView:
-        """The run's row; rebuilt only when something it shows has changed."""
-        t = self._table.get(info.run_id)
-        status = self._status_of(info)
-        key = (
-            len(info.jobs),
-            status,
-            len(t.metrics.rows) if t else -1,
-            id(t.progress.latest) if t else 0,
-            id(t.run_json) if t else 0,
-            id(t.preflight) if t else 0,
-        )
-        cached = self._view_cache.get(info.run_id)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        view = self._build_view(info)
-        self._view_cache[info.run_id] = (key, view)
-        return view
-
-    def _build_view(self, info: RunInfo) -> RunView:
-        spec = self._specs.get(info.run_id)
-        if spec is None:  # spec.json never changes: parse it once
-            spec = self._specs[info.run_id] = _spec_of(info)
-        attempts = tuple(_attempt(j) for j in info.jobs)
-        job_id = attempts[-1].job_id if attempts else None
-        status = self._status_of(info)
-        state = status.state if status else JobState.UNKNOWN
-        exit_code = status.exit_code if status else None
-        t = self._table.get(info.run_id)
-        rows = t.metrics.rows if t else []
-        last = rows[-1] if rows else {}
-        metric = "val_rmse" if spec.task == "regression" else "val_acc"
-        prog = t.progress.latest if t else None
-        rj = t.run_json if t else None
-        return RunView(
-            run_id=info.run_id,
-            name=spec.name,
-            run_dir=info.ref.path,
-            group=info.group,
-            created_at=info.created_at,
-            spec=spec,
-            attempts=attempts,
-            state=state,
-            reason=status.reason if status else ("" if job_id else "not submitted"),
-            elapsed_sec=status.elapsed_sec if status else 0.0,
-            epochs_done=len(rows),
-            epochs_total=spec.epochs,
-            last_train_loss=_num(last.get("train_loss")),
-            last_val_metric=_num(last.get(metric)),
-            val_metric_name=metric,
-            throughput=_num(last.get("throughput_samples_per_sec")),
-            progress=_progress(prog) if state.is_active else None,
-            hosts=tuple(rj.get("hosts", ())) if rj else (),
-            world_size=rj.get("world_size") if rj else None,
-            backend=rj.get("backend") if rj else None,
-            rendezvous=rj.get("rendezvous") if rj else None,
-            exit_code=exit_code,
-            note=outcome_note(state, exit_code, rj, job_id),
-            kind=info.kind,
-            preflight=summarize(t.preflight if t else None) if info.kind == "preflight" else None,
-        )
 
     def _snapshot(
         self,
@@ -716,17 +371,17 @@ class Cluster:
         result = self.executor.run_batch(Batch(reads=fpass.requests()))
         return self._follow_finish(fpass, result.reads)
 
-    def _follow_begin(self, run_id: str) -> _FollowPass:
+    def _follow_begin(self, run_id: str) -> FollowPass:
         info = self._info(run_id)
-        job_id = _latest_job_id(info)
+        job_id = latest_job_id(info)
         f = self._followers.get(run_id)
         fresh = f is None or f.job_id != job_id
         if f is None or fresh:
-            f = self._followers[run_id] = _Follower(info.ref, job_id)
+            f = self._followers[run_id] = Follower(info.ref, job_id)
         detail = RunDetail(run_id, out_reset=fresh, err_reset=fresh)
-        return _FollowPass(info, f, detail, (f.out.generation, f.err.generation))
+        return FollowPass(info.ref, f, detail, (f.out.generation, f.err.generation))
 
-    def _follow_finish(self, fpass: _FollowPass, reads: Sequence[ReadResult]) -> RunDetail:
+    def _follow_finish(self, fpass: FollowPass, reads: Sequence[ReadResult]) -> RunDetail:
         f, detail = fpass.follower, fpass.detail
         fpass.feed(reads)
         # A reader that restarted (first look at a big log, truncation) asks for one more
@@ -738,12 +393,12 @@ class Cluster:
         detail.out_reset = detail.out_reset or f.out.generation != fpass.gens[0]
         detail.err_reset = detail.err_reset or f.err.generation != fpass.gens[1]
         detail.metrics = list(f.metrics.rows)
-        detail.progress = _progress(f.progress.latest)
+        detail.progress = progress_of(f.progress.latest)
         job_id = f.job_id
-        final = self._end_of(self._info(detail.run_id))
+        final = self.states.end_of(self._info(detail.run_id))
         if final is not None and final.job_id == job_id and job_id:
             if f.accounting is None:
-                f.accounting = self._save_accounting(fpass.info.ref, job_id)
+                f.accounting = self._save_accounting(fpass.ref, job_id)
             detail.accounting = f.accounting
         return detail
 
@@ -769,8 +424,7 @@ class Cluster:
 
     def cancel(self, run_id: str) -> None:
         """Cancel the latest attempt of the run; the run directory stays as it is."""
-        info = self._info(run_id)
-        job_id = _latest_job_id(info)
+        job_id = latest_job_id(self._info(run_id))
         if job_id is None:
             raise SchedulerError(f"{run_id} was never submitted")
         self.scheduler.cancel(job_id)
@@ -779,9 +433,9 @@ class Cluster:
         """Submit the run's script again as a new attempt; the trainer resumes from its
         checkpoint. Refused while the latest attempt may still run."""
         info = self._info(run_id)
-        prev = _latest_job_id(info)
+        prev = latest_job_id(info)
         if prev is not None:
-            status = self._status_of(info)
+            status = self.states.status_of(info)
             if status is None:
                 status = self.scheduler.poll([prev]).get(prev)
             if status is not None and status.state.is_active:
@@ -797,228 +451,48 @@ class Cluster:
         return self._view_of(run_id)
 
     def verify(self, run_id: str) -> list[Check]:
-        """The checklist. A training run: completed, nodes, world size and backend, epochs,
-        checkpoint, accounting saved. A preflight run: completed, every rank answered,
-        bandwidth rows, nodes, accounting saved."""
+        """The checklist (:func:`ddp_tui.remote.verification.verify_run`) over the run's
+        files as they are now; an ended job's accounting is saved first."""
         info = self._info(run_id)
-        spec = _spec_of(info)
-        job_id = _latest_job_id(info)
-        status = self._end_of(info)  # a recorded end needs no scheduler call
+        job_id = latest_job_id(info)
+        status = self.states.end_of(info)  # a recorded end needs no scheduler call
         if status is None and job_id:
             status = self.scheduler.poll([job_id]).get(job_id)
-        state = status.state if status else JobState.UNKNOWN
-        exit_code = status.exit_code if status else None
-        run_json = self.store.read_run_json(info.ref)
-        checks = [completed_check(state, exit_code, run_json, job_id)]
-        if info.kind == "preflight":
-            doc = self.store.read_json(info.ref, PREFLIGHT_FILE)
-            checks += preflight_checks(spec, state, summarize(doc))
-        else:
-            rows = self.store.read_metrics(info.ref)
-            ckpt = self.executor.stat(info.ref.file("checkpoints/latest.pt"))
-            epochs = [int(e) for r in rows if (e := r.get("epoch")) is not None]
-            checks += training_checks(spec, state, run_json, epochs, ckpt.size if ckpt else None)
         if job_id and status is not None and status.state.is_terminal:
             self._save_accounting(info.ref, job_id)
-        have = self.executor.stat(info.ref.file(SACCT_FILE)) is not None
-        checks.append(accounting_check(bool(status and status.state.is_terminal), have))
-        return checks
+        ref, preflight = info.ref, info.kind == "preflight"
+        ckpt = None if preflight else self.executor.stat(ref.file(CHECKPOINT_FILE))
+        files = RunFiles(
+            run_json=self.store.read_run_json(ref),
+            preflight=self.store.read_json(ref, PREFLIGHT_FILE) if preflight else None,
+            metrics=() if preflight else self.store.read_metrics(ref),
+            checkpoint_bytes=ckpt.size if ckpt else None,
+            accounting_saved=self.executor.stat(ref.file(SACCT_FILE)) is not None,
+        )
+        return verify_run(spec_of(info), info.kind, job_id, status, files)
 
     # -- compare ------------------------------------------------------------------------
 
     def groups(self) -> dict[str, list[RunView]]:
         """Runs by comparison group (only groups with a name), newest group first."""
         out: dict[str, list[RunView]] = {}
-        for v in self._views or tuple(self._view(i) for i in self.store.list_runs()):
+        for v in self._views or tuple(self.table.view(i) for i in self.store.list_runs()):
             if v.group:
                 out.setdefault(v.group, []).append(v)
         return out
 
     def compare(self, group: str) -> pd.DataFrame:
         """The scaling table of a group: speedup and efficiency against the smallest size."""
-        from ddp_tui.results import load_run, scaling_table
+        from ddp_tui.remote.comparison import load_group  # pandas, only when comparing
+        from ddp_tui.results import scaling_table
 
-        runs = [load_run(self.store, i) for i in self.store.list_runs() if i.group == group]
-        return scaling_table(runs)
+        return scaling_table(load_group(self.store, group))
 
     def export_comparison(self, group: str) -> list[str]:
-        from ddp_tui.results import export_comparison
+        """Write the group's comparison (Markdown and CSV) next to the runs; their paths."""
+        from ddp_tui.remote.comparison import export_comparison
 
         return export_comparison(self.store, group)
 
     def close(self) -> None:
         self.executor.close()
-
-
-# -- helpers ----------------------------------------------------------------------------
-
-
-class _Feedable(Protocol):
-    @property
-    def needs_reread(self) -> bool: ...
-
-    def request(self) -> FileRead: ...
-    def read_new(self, result: ReadResult) -> Any: ...
-
-
-@dataclass
-class _JsonFileReader:
-    path: str
-    data: dict[str, Any] | None = None
-    needs_reread: bool = False
-
-    def request(self) -> FileRead:
-        return FileRead(self.path)
-
-    def read_new(self, result: ReadResult) -> dict[str, Any] | None:
-        self.data = _json_or_none(result) or self.data
-        return self.data
-
-
-class _TableReaders:
-    """What the jobs table needs of one run, read incrementally: a training run's
-    metrics, progress and run.json; a preflight run's preflight.json and run.json."""
-
-    def __init__(self, ref: RunRef, kind: str) -> None:
-        self.metrics = MetricsReader(ref.file(METRICS_FILE))
-        self.progress = ProgressReader(ref.file(PROGRESS_FILE))
-        self._run_json = _JsonFileReader(ref.file(RUN_JSON))
-        self._preflight = _JsonFileReader(ref.file(PREFLIGHT_FILE))
-        self._readers: list[_Feedable] = (
-            [self._preflight, self._run_json]
-            if kind == "preflight"
-            else [self.metrics, self.progress, self._run_json]
-        )
-        #: The attempt whose end has been followed by one last read of the files.
-        self.read_after_end: str | None = None
-
-    @property
-    def run_json(self) -> dict[str, Any] | None:
-        return self._run_json.data
-
-    @property
-    def preflight(self) -> dict[str, Any] | None:
-        return self._preflight.data
-
-    def readers(self) -> list[_Feedable]:
-        return self._readers
-
-
-class _Follower:
-    def __init__(self, ref: RunRef, job_id: str | None) -> None:
-        self.job_id = job_id
-        jid = job_id or "none"
-        self.out = LogReader(ref.file(f"slurm-{jid}.out"))
-        self.err = LogReader(ref.file(f"slurm-{jid}.err"))
-        self.metrics = MetricsReader(ref.file(METRICS_FILE))
-        self.progress = ProgressReader(ref.file(PROGRESS_FILE))
-        self.accounting: str | None = None
-
-
-# sbatch alone is not enough: a workstation may have the client without a cluster. A
-# configless cluster has no slurm.conf, so then ask the controller once.
-_SLURM_PROBE = (
-    'command -v sbatch >/dev/null 2>&1 && { [ -n "${SLURM_CONF:-}" ] '
-    "|| [ -e /etc/slurm/slurm.conf ] || scontrol ping >/dev/null 2>&1; }"
-)
-
-
-def _has_slurm(executor: Executor) -> bool:
-    """Whether Slurm is usable on the executor's machine."""
-    try:
-        return executor.run(["sh", "-c", _SLURM_PROBE], timeout=15).ok
-    except ExecutorError:
-        return False
-
-
-class _FollowPass:
-    """One round of reads for the followed run (possibly spread over two batches)."""
-
-    def __init__(
-        self, info: RunInfo, follower: _Follower, detail: RunDetail, gens: tuple[int, int]
-    ) -> None:
-        self.info = info
-        self.follower = follower
-        self.detail = detail
-        self.gens = gens
-        f = follower
-        self.pending: list[_Feedable] = [f.out, f.err, f.metrics, f.progress]
-        self._run_json = FileRead(info.ref.file(RUN_JSON))
-
-    def requests(self) -> list[FileRead]:
-        return [r.request() for r in self.pending] + [self._run_json]
-
-    def feed(self, reads: Sequence[ReadResult]) -> None:
-        f, d = self.follower, self.detail
-        for reader, res in zip(self.pending, reads, strict=False):
-            new = reader.read_new(res)
-            if reader is f.out:
-                d.out_lines += new
-            elif reader is f.err:
-                d.err_lines += new
-        if reads:
-            d.run_json = _json_or_none(reads[-1]) or d.run_json
-        self.pending = [r for r in (f.out, f.err, f.metrics, f.progress) if r.needs_reread]
-
-
-def _latest_job_id(info: RunInfo) -> str | None:
-    job = info.latest_job
-    jid = job.get("job_id") if job else None
-    return str(jid) if jid else None
-
-
-def _attempt_record(job_id: str, scheduler: str, retry_of: str | None, n: int) -> dict[str, Any]:
-    return {
-        "job_id": job_id,
-        "scheduler": scheduler,
-        "submitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "retry_of": retry_of,
-        "attempt": n,
-    }
-
-
-def _attempt(doc: Mapping[str, Any]) -> Attempt:
-    return Attempt(
-        job_id=str(doc.get("job_id", "")),
-        scheduler=str(doc.get("scheduler", "")),
-        submitted_at=str(doc.get("submitted_at", "")),
-        retry_of=str(doc["retry_of"]) if doc.get("retry_of") else None,
-        attempt=int(doc.get("attempt", 0) or 0),
-    )
-
-
-def _spec_of(info: RunInfo) -> ExperimentSpec:
-    try:
-        return ExperimentSpec.from_dict(info.spec)
-    except SpecError:
-        # A spec.json written by another version: show what can be shown.
-        return ExperimentSpec(name=str(info.spec.get("name", info.run_id)))
-
-
-def _num(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _progress(doc: Mapping[str, Any] | None) -> Progress | None:
-    if not doc:
-        return None
-    try:
-        return Progress(
-            epoch=int(doc.get("epoch", 0)),
-            step=int(doc.get("step", 0)),
-            steps_per_epoch=int(doc.get("steps_per_epoch", 0)),
-            loss=_num(doc.get("loss")),
-            samples_per_sec=_num(doc.get("samples_per_sec")),
-        )
-    except (TypeError, ValueError):
-        return None
-
-
-def _json_or_none(result: ReadResult) -> dict[str, Any] | None:
-    if result.stat is None or not result.data:
-        return None
-    try:
-        doc = json.loads(result.data.decode("utf-8", "replace"))
-    except ValueError:
-        return None  # being rewritten right now: keep the last good copy
-    return doc if isinstance(doc, dict) else None

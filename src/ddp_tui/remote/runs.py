@@ -1,7 +1,7 @@
 """Run directories: create them atomically, list them cheaply, read what they hold.
 
 Everything goes through an :class:`Executor`, so the same code serves the login node
-and a laptop over SSH. The layout is the contract in DESIGN.md ("The run directory").
+and a laptop over SSH. The layout is the contract in docs/architecture.md ("The run directory").
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ _NAME_MAX = 64
 
 class RunStoreError(Exception):
     """A run directory could not be created or read."""
+
+
+class RunExists(RunStoreError):
+    """The run directory of an allocated run id exists already (its plan was submitted)."""
 
 
 def sanitize_name(name: str) -> str:
@@ -158,21 +162,25 @@ class RunStore:
         group: str | None = None,
         *,
         kind: str = "train",
+        run_id: str | None = None,
     ) -> RunRef:
         """Create a complete run directory, or nothing at all.
 
         Everything is built under ``.<run_id>.tmp`` next to the final name and renamed
         into place; on any failure the temporary directory is removed and the error
         re-raised. ``script_text`` may be a function of the final run directory.
+
+        ``run_id`` is one allocated earlier (a submit plan's, whose script already names
+        its directory); :class:`RunExists` is raised, and nothing touched, when that
+        directory exists. Without it a free id is allocated here.
         """
         self.executor.makedirs(self.root)
-        for _ in range(10):
-            run_id = new_run_id(name)
-            final = _join(self.root, run_id)
-            if self.executor.stat(final) is None:
-                break
-        else:  # pragma: no cover - 10 collisions of 16 random bits in one second
-            raise RunStoreError(f"could not find a free run id for {name!r}")
+        if run_id is not None:
+            final = self.ref(run_id).path
+            if self.executor.stat(final) is not None:
+                raise RunExists(f"the run directory {final} exists already")
+        else:
+            run_id, final = self._free_run_id(name)
         tmp = _join(self.root, f".{run_id}.tmp")
         try:
             self.executor.makedirs(tmp)
@@ -196,6 +204,15 @@ class RunStore:
             self.executor.remove_tree(tmp)
             raise
         return RunRef(run_id, final)
+
+    def _free_run_id(self, name: str) -> tuple[str, str]:
+        for _ in range(10):
+            run_id = new_run_id(name)
+            final = _join(self.root, run_id)
+            if self.executor.stat(final) is None:
+                return run_id, final
+        # pragma: no cover - 10 collisions of 16 random bits in one second
+        raise RunStoreError(f"could not find a free run id for {name!r}")
 
     def _upload_code(self, dst: str) -> None:
         src = self.code_source

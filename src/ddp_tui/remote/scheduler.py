@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ddp_tui.remote.executor import CommandResult
 from ddp_tui.remote.states import JobState
+
+# A cluster fact the spec is checked against, so the domain defines it; the interface below
+# returns it, so it stays importable from here.
+from ddp_tui.spec.partitions import PartitionInfo as PartitionInfo
 
 
 class SchedulerError(Exception):
@@ -53,18 +57,6 @@ class AccountingUnavailable(SchedulerError):
     ) -> None:
         super().__init__(message, argv=argv, returncode=returncode)
         self.partial = partial
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    name: str
-    nodes: int
-    gpus_per_node: int
-    cpus_per_node: int
-    max_time_min: int | None  # None: unlimited
-    max_nodes: int | None
-    is_default: bool = False
-    states: tuple[str, ...] = field(default_factory=tuple)
 
 
 class Scheduler(ABC):

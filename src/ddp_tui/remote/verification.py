@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ddp_tui.preflight_report import PreflightSummary
+from ddp_tui.preflight_report import PreflightSummary, summarize
+from ddp_tui.remote.scheduler import JobStatus
 from ddp_tui.remote.states import JobState
 from ddp_tui.spec import ExperimentSpec
 
@@ -24,6 +25,38 @@ class Check:
     name: str
     ok: bool | None  # None: not applicable yet
     detail: str
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """What the checklist needs of a run directory, as the facade read it."""
+
+    run_json: Mapping[str, Any] | None = None
+    preflight: Mapping[str, Any] | None = None  # preflight.json (preflight runs)
+    metrics: Sequence[Mapping[str, float | None]] = ()  # metrics.csv rows (training runs)
+    checkpoint_bytes: int | None = None  # checkpoints/latest.pt's size; None: absent
+    accounting_saved: bool = False  # sacct.txt exists
+
+
+def verify_run(
+    spec: ExperimentSpec,
+    kind: str,
+    job_id: str | None,
+    status: JobStatus | None,
+    files: RunFiles,
+) -> list[Check]:
+    """The whole checklist of one run (``kind`` "train" or "preflight") whose latest
+    attempt is ``job_id`` with ``status`` (None: unknown)."""
+    state = status.state if status else JobState.UNKNOWN
+    exit_code = status.exit_code if status else None
+    checks = [completed_check(state, exit_code, files.run_json, job_id)]
+    if kind == "preflight":
+        checks += preflight_checks(spec, state, summarize(files.preflight))
+    else:
+        epochs = [int(e) for r in files.metrics if (e := r.get("epoch")) is not None]
+        checks += training_checks(spec, state, files.run_json, epochs, files.checkpoint_bytes)
+    checks.append(accounting_check(state.is_terminal, files.accounting_saved))
+    return checks
 
 
 def outcome_note(

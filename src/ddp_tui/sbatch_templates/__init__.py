@@ -70,8 +70,10 @@ _ENV.filters["shquote"] = shquote
 _ENV.filters["shquote_home"] = shquote_home
 
 
-def _check(spec: ExperimentSpec, run_dir: str) -> None:
-    errors = list(validate(spec))
+def _check(spec: ExperimentSpec, run_dir: str, *, checked: bool) -> None:
+    # A submit plan has validated the spec already (once, with the cluster-aware checks);
+    # the run directory is still checked here, where it meets the #SBATCH lines.
+    errors = [] if checked else list(validate(spec))
     if not isinstance(run_dir, str) or not _RUN_DIR_RE.fullmatch(run_dir) or "//" in run_dir:
         errors.append(
             FieldError(
@@ -230,11 +232,13 @@ def _context(
     }
 
 
-def render_training(spec: ExperimentSpec, run_dir: str) -> str:
+def render_training(spec: ExperimentSpec, run_dir: str, *, checked: bool = False) -> str:
     """The training job script for ``spec`` writing into ``run_dir`` (an absolute path).
 
-    Raises :class:`~ddp_tui.spec.SpecError` listing every problem when the spec is invalid."""
-    _check(spec, run_dir)
+    Raises :class:`~ddp_tui.spec.SpecError` listing every problem when the spec is invalid.
+    ``checked=True`` says the caller has validated ``spec`` already (a submit plan), so it
+    is not validated again; ``run_dir`` always is."""
+    _check(spec, run_dir, checked=checked)
     ctx = _context(
         spec,
         run_dir,
@@ -247,12 +251,13 @@ def render_training(spec: ExperimentSpec, run_dir: str) -> str:
     return _ENV.get_template("training.sbatch.j2").render(ctx)
 
 
-def render_preflight(spec: ExperimentSpec, run_dir: str) -> str:
+def render_preflight(spec: ExperimentSpec, run_dir: str, *, checked: bool = False) -> str:
     """A preflight job on ``spec``'s allocation shape: the trainer's collective checks only.
 
     Same nodes, processes, GPUs, partition and environment as the training job; at most
-    :data:`PREFLIGHT_MAX_MINUTES` minutes, and never requeued."""
-    _check(spec, run_dir)
+    :data:`PREFLIGHT_MAX_MINUTES` minutes, and never requeued. ``checked`` as for
+    :func:`render_training`."""
+    _check(spec, run_dir, checked=checked)
     minutes = min(parse_time_limit(spec.time_limit), PREFLIGHT_MAX_MINUTES)
     ctx = _context(
         spec,

@@ -1,4 +1,10 @@
-"""One training run: set up, resume, the epoch loop, checkpoints, and the way out."""
+"""One training run: set up, resume, the epoch loop, checkpoints, and the way out.
+
+Longer than the ~500-line rule on purpose: :class:`Trainer` is one algorithm over one
+shared state (model, optimizer, sampler, stop vote, partial epoch sums, global step),
+and resume, checkpoint, epoch loop and epoch end each read and write all of it; the
+parts that stand alone already live in the sibling modules it imports.
+"""
 
 from __future__ import annotations
 

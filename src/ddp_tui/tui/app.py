@@ -1,46 +1,48 @@
-"""The Textual app: connects the cluster facade, polls it in one worker, and hosts the screens."""
+"""The Textual app: connects the cluster facade, hands it to the one owner of cluster I/O
+(:mod:`ddp_tui.tui.cluster_io`), and hosts the screens."""
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual import on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.message import Message
+from textual.message_pump import MessagePump
 from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from ddp_tui.tui.cluster_io import ClusterIO
 from ddp_tui.tui.formatting import describe_error
 from ddp_tui.tui.header import Status
 from ddp_tui.tui.messages import (
     ActionDone,
-    ChecksReady,
     Connected,
     ConnectFailed,
+    Notice,
     RefreshFailed,
+    RequestFailed,
     SnapshotReady,
+    Submitted,
 )
-from ddp_tui.tui.pacing import (
-    DEFAULT_INTERVAL,
-    MIN_INTERVAL,
-    poll_delay,
-    sleep_unless_cancelled,
-)
+from ddp_tui.tui.pacing import DEFAULT_INTERVAL, MIN_INTERVAL, sleep_unless_cancelled
 from ddp_tui.tui.prompter import TuiPrompter
 
 if TYPE_CHECKING:
     from ddp_tui.config import Profile
-    from ddp_tui.remote.cluster import Cluster, RunDetail, RunView, Snapshot
-    from ddp_tui.remote.scheduler import PartitionInfo
-    from ddp_tui.spec import ExperimentSpec
+    from ddp_tui.remote.api import ClusterAPI
+    from ddp_tui.remote.views import RunView, Snapshot
+    from ddp_tui.spec import ExperimentSpec, PartitionInfo
+
+T = TypeVar("T")
 
 #: Opens the facade, in a worker thread; the prompter answers SSH questions through modals.
-ClusterFactory = Callable[[TuiPrompter], "Cluster"]
+ClusterFactory = Callable[[TuiPrompter], "ClusterAPI"]
 
 CONNECT_RETRY_MAX = 60.0
 
@@ -79,16 +81,16 @@ class DdpTuiApp(App[None]):
         self.refresh_interval = max(MIN_INTERVAL, interval)
         self.clock = clock
         self.connect_retry = connect_retry
-        self.cluster: Cluster | None = None
-        #: Serialises facade calls from the workers (the facade keeps per-run read state).
-        self.cluster_lock = threading.RLock()
+        #: The one owner of cluster I/O, once connected: every facade call goes through it.
+        self.io: ClusterIO | None = None
         self.prompter = TuiPrompter(self)
         self.partitions: list[PartitionInfo] = []
-        self._wake = threading.Event()
         self._pending_selection: str | None = None
-        #: The run whose detail screen is open: refreshes read its files in the same batch.
-        self.followed_run: str | None = None
-        self._refresh_failures = 0
+
+    @property
+    def cluster(self) -> ClusterAPI | None:
+        """The connected facade (None until connected). Only ``io`` may call it."""
+        return self.io.cluster if self.io is not None else None
 
     def get_default_screen(self) -> Screen[Any]:
         from ddp_tui.tui.screens.jobs import JobsScreen
@@ -115,6 +117,7 @@ class DdpTuiApp(App[None]):
                 delay = min(CONNECT_RETRY_MAX, delay * 2)
                 continue
             try:
+                # The facade is not shared yet: this thread may still call it.
                 self.partitions = list(cluster.partitions())  # sinfo, cached by the facade
             except Exception:  # they only fill a picker; validation reports the rest
                 self.partitions = []
@@ -123,9 +126,9 @@ class DdpTuiApp(App[None]):
 
     @on(Connected)
     def _connected(self, message: Connected) -> None:
-        self.cluster = message.cluster
+        self.io = ClusterIO(message.cluster, self, refresh_interval=self.refresh_interval)
         self.status = Status(location=message.cluster.location, connection="ok", last_refresh=None)
-        self.poll()
+        self._serve(self.io)
 
     @on(ConnectFailed)
     def _connect_failed(self, message: ConnectFailed) -> None:
@@ -135,48 +138,49 @@ class DdpTuiApp(App[None]):
             else "f5 or the palette's Reconnect retries"
         )
         self.status = Status(
-            location=self.status.location if self.cluster else "not connected",
+            location=self.status.location if self.io else "not connected",
             connection="not connected",
             error=f"{message.error} ({note})",
         )
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="refresh", description="Refresh")
-    def poll(self) -> None:
-        """The one refresh loop: ``cluster.refresh()`` every interval, with backoff."""
+    def _serve(self, io: ClusterIO) -> None:
+        """The I/O owner's thread: refreshes, follows and every request, one at a time."""
         worker = get_current_worker()
-        while not worker.is_cancelled:
-            cluster = self.cluster
-            active = True
-            unread = 0
-            if cluster is not None:
-                try:
-                    with self.cluster_lock:
-                        snapshot = cluster.refresh(follow=self.followed_run)
-                except Exception as error:  # an outage must never end the loop
-                    self._refresh_failures += 1
-                    self.post_message(RefreshFailed(describe_error(error)))
-                else:
-                    self._refresh_failures = self._refresh_failures + 1 if snapshot.error else 0
-                    active = any(run.state.is_active for run in snapshot.runs)
-                    unread = snapshot.unread
-                    self.post_message(SnapshotReady(snapshot))
-            delay = poll_delay(self.refresh_interval, self._refresh_failures, active)
-            if unread:
-                delay = 0.0  # older runs are still being read: go on at once
-            if not sleep_unless_cancelled(worker, delay, self._wake):
-                return
+        io.serve(lambda: worker.is_cancelled)
 
     def refresh_soon(self) -> None:
-        """Wake the poller now (after a submit, cancel or retry)."""
-        self._refresh_failures = 0
-        self._wake.set()
+        """Refresh now (after a submit, cancel or retry)."""
+        if self.io is not None:
+            self.io.refresh_soon()
+
+    def ask(
+        self,
+        reply_to: MessagePump,
+        what: str,
+        call: Callable[[ClusterAPI], T],
+        reply: Callable[[T], Message],
+        *,
+        key: Hashable | None = None,
+        failed: Callable[[Exception], Message | None] | None = None,
+    ) -> bool:
+        """Queue a request to the I/O owner (see :meth:`ClusterIO.ask`); False, with a
+        notification, while not connected."""
+        if self.io is None:
+            self.notify(
+                "not connected yet; the header shows the connection state",
+                title=f"{what} failed",
+                severity="error",
+                markup=False,
+            )
+            return False
+        self.io.ask(reply_to, what, call, reply, key=key, failed=failed)
+        return True
 
     @on(SnapshotReady)
     def _snapshot_ready(self, message: SnapshotReady) -> None:
         snapshot = message.snapshot
         healthy = snapshot.error is None
-        if snapshot.detail is not None:
-            self._deliver_detail(snapshot.detail)
         self.snapshot = snapshot
         self.status = Status(
             location=snapshot.location,
@@ -185,13 +189,6 @@ class DdpTuiApp(App[None]):
             last_refresh=self.clock() if healthy else self.status.last_refresh,
             error=snapshot.error,
         )
-
-    def _deliver_detail(self, detail: RunDetail) -> None:
-        from ddp_tui.tui.screens.detail import DetailScreen
-
-        for screen in self.screen_stack:
-            if isinstance(screen, DetailScreen) and screen.run_id == detail.run_id:
-                screen.apply_detail(detail)
 
     @on(RefreshFailed)
     def _refresh_failed(self, message: RefreshFailed) -> None:
@@ -203,13 +200,6 @@ class DdpTuiApp(App[None]):
             last_refresh=current.last_refresh,
             error=message.error,
         )
-
-    def require_cluster(self) -> Cluster:
-        """The facade, for workers; raises a plain message while not connected."""
-        cluster = self.cluster
-        if cluster is None:
-            raise RuntimeError("not connected yet; the header shows the connection state")
-        return cluster
 
     # -- the one worker-failure handler -------------------------------------------
 
@@ -226,8 +216,23 @@ class DdpTuiApp(App[None]):
         what = worker.description or worker.name or "background task"
         message = describe_error(error) if error is not None else "unknown error"
         self.notify(message, title=f"{what} failed", severity="error", markup=False, timeout=8)
-        if worker.group == "refresh" and self.cluster is not None:
-            self.poll()  # the loop catches its own errors; restart it if it ever dies
+        if worker.group == "refresh" and self.io is not None:
+            self._serve(self.io)  # the loop catches its own errors; restart it if it ever dies
+
+    @on(RequestFailed)
+    def _request_failed(self, message: RequestFailed) -> None:
+        self.notify(
+            message.error, title=f"{message.what} failed", severity="error", markup=False, timeout=8
+        )
+
+    @on(Notice)
+    def _notice(self, message: Notice) -> None:
+        self.notify(message.text, title=message.title, markup=False)
+
+    @on(Submitted)
+    def _submitted(self, message: Submitted) -> None:
+        # Only when the screen that submitted had closed before the answer came.
+        self.runs_submitted(message.runs, message.what)
 
     # -- run actions, shared by the jobs and detail screens -------------------------
 
@@ -260,8 +265,8 @@ class DdpTuiApp(App[None]):
 
     def default_spec(self) -> ExperimentSpec:
         """The profile's defaults for this scheduler."""
-        if self.cluster is not None:
-            return self.cluster.default_spec()
+        if self.io is not None:
+            return self.io.default_spec()
         from ddp_tui.config import Profile, default_spec
 
         return default_spec(self.profile or Profile())
@@ -310,12 +315,13 @@ class DdpTuiApp(App[None]):
             ConfirmModal(f"Cancel {run.name}{job}?", yes="Cancel run", no="Keep"), answered
         )
 
-    @work(thread=True, exit_on_error=False, group="action", description="Cancel")
     def cancel_run(self, run_id: str, name: str) -> None:
-        cluster = self.require_cluster()
-        with self.cluster_lock:
-            cluster.cancel(run_id)
-        self.post_message(ActionDone(f"Cancelled {name}."))
+        self.ask(
+            self,
+            "Cancel",
+            lambda cluster: cluster.cancel(run_id),
+            lambda _: ActionDone(f"Cancelled {name}."),
+        )
 
     def retry_run(self, run_id: str) -> None:
         run = self.run_by_id(run_id)
@@ -326,44 +332,14 @@ class DdpTuiApp(App[None]):
                 markup=False,
             )
             return
-        self._retry(run_id)
-
-    @work(thread=True, exit_on_error=False, group="action", description="Retry")
-    def _retry(self, run_id: str) -> None:
-        cluster = self.require_cluster()
-        with self.cluster_lock:
-            run = cluster.retry(run_id)
-        self.post_message(
-            ActionDone(
+        self.ask(
+            self,
+            "Retry",
+            lambda cluster: cluster.retry(run_id),
+            lambda run: ActionDone(
                 f"Retrying {run.name}: job {run.job_id} resumes from its checkpoint.", run.run_id
-            )
+            ),
         )
-
-    def verify_run(self, run_id: str, *, show: bool = True) -> None:
-        """Verify in the background; ``show`` opens the checklist unless its detail screen is up."""
-        self._verify(run_id, show)
-
-    @work(thread=True, exit_on_error=False, group="verify", description="Verify")
-    def _verify(self, run_id: str, show: bool) -> None:
-        cluster = self.require_cluster()
-        with self.cluster_lock:
-            checks = cluster.verify(run_id)
-        self.post_message(ChecksReady(run_id, checks, show))
-
-    @on(ChecksReady)
-    def _checks_ready(self, message: ChecksReady) -> None:
-        from ddp_tui.tui.modals import ChecksModal
-        from ddp_tui.tui.screens.detail import DetailScreen
-
-        shown = False
-        for screen in self.screen_stack:
-            if isinstance(screen, DetailScreen) and screen.run_id == message.run_id:
-                screen.show_checks(message.checks)
-                shown = screen is self.screen
-        if not shown and message.show:
-            run = self.run_by_id(message.run_id)
-            name = run.name if run is not None else message.run_id
-            self.push_screen(ChecksModal(f"Verification of {name}", message.checks))
 
     @on(ActionDone)
     def _action_done(self, message: ActionDone) -> None:
@@ -381,13 +357,13 @@ class DdpTuiApp(App[None]):
             self.push_screen(HelpScreen())
 
     def action_refresh_now(self) -> None:
-        if self.cluster is None:
+        if self.io is None:
             self.action_reconnect()
         else:
             self.refresh_soon()
 
     def action_reconnect(self) -> None:
-        if self.cluster is None:
+        if self.io is None:
             self.prompter.declined = False
             self.status = Status(location="connecting...", connection="connecting")
             self.connect()
@@ -432,8 +408,7 @@ def run_app(
     try:
         app.run()
     finally:
-        cluster = app.cluster
-        if cluster is not None:
+        if app.io is not None:
             with contextlib.suppress(Exception):  # best effort: the app already ended
-                cluster.close()
+                app.io.close()
     return app.return_code or 0

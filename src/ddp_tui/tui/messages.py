@@ -1,4 +1,8 @@
-"""Messages the background workers post. Workers never touch widgets; they post these."""
+"""Messages the background threads post. Threads never touch widgets; they post these.
+
+Results of a request to the I/O owner (:mod:`ddp_tui.tui.cluster_io`) go to the screen or
+widget that asked and do not bubble; failures and notices bubble on to the app, which shows
+them (so a screen may handle one, e.g. to end a busy state, and still let the app notify)."""
 
 from __future__ import annotations
 
@@ -11,8 +15,9 @@ from textual.message import Message
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ddp_tui.remote.cluster import Cluster, RunDetail, RunView, Snapshot
-    from ddp_tui.remote.verification import Check
+    from ddp_tui.remote.api import ClusterAPI
+    from ddp_tui.remote.plan import SubmitPlan
+    from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
     from ddp_tui.spec import FieldError
 
 
@@ -20,7 +25,7 @@ if TYPE_CHECKING:
 class Connected(Message):
     """The cluster facade is open."""
 
-    cluster: Cluster
+    cluster: ClusterAPI
 
 
 @dataclass
@@ -49,34 +54,36 @@ class RefreshFailed(Message):
 
 
 @dataclass
-class DetailReady(Message):
+class DetailReady(Message, bubble=False):
     """New data for the open run (incremental: never replaces an earlier one)."""
 
     detail: RunDetail
 
 
 @dataclass
-class FollowFailed(Message):
+class FollowFailed(Message, bubble=False):
     """Following the open run failed this time."""
 
     error: str
 
 
 @dataclass
-class ChecksReady(Message):
+class ChecksReady(Message, bubble=False):
     """The verification checklist of one run."""
 
     run_id: str
     checks: list[Check]
-    show: bool = True
 
 
 @dataclass
-class PreviewReady(Message):
-    """The rendered script (or None) and the field errors of the current form."""
+class PreviewReady(Message, bubble=False):
+    """The plan of the form numbered ``seq`` (None: the form did not convert, or not
+    connected), with every field error (the form's conversion errors first)."""
 
-    script: str | None
+    seq: int
+    plan: SubmitPlan | None
     errors: Sequence[FieldError]
+    form: dict[str, str]  # the form it was planned from
     note: str = ""
 
     def can_replace(self, message: Message) -> bool:
@@ -84,7 +91,7 @@ class PreviewReady(Message):
 
 
 @dataclass
-class Submitted(Message):
+class Submitted(Message, bubble=False):
     """A submit, sweep or preflight went through."""
 
     runs: list[RunView]
@@ -92,14 +99,14 @@ class Submitted(Message):
 
 
 @dataclass
-class SubmitRejected(Message):
+class SubmitRejected(Message, bubble=False):
     """The facade refused the spec; the errors name the fields."""
 
     errors: Sequence[FieldError]
 
 
 @dataclass
-class ComparisonReady(Message):
+class ComparisonReady(Message, bubble=False):
     """The scaling comparison of one group."""
 
     group: str
@@ -113,3 +120,19 @@ class ActionDone(Message):
 
     text: str
     select: str | None = None
+
+
+@dataclass
+class Notice(Message):
+    """Something finished that the user should hear of (an export, a saved script)."""
+
+    text: str
+    title: str = ""
+
+
+@dataclass
+class RequestFailed(Message):
+    """A request to the I/O owner raised; ``what`` names it ("Verify")."""
+
+    what: str
+    error: str

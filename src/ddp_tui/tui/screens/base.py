@@ -1,8 +1,9 @@
-"""What every screen shares: the header, the footer and the one worker-error handler."""
+"""What every screen shares: the app, requests to the I/O owner, the one worker-error handler."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual import on
 from textual.binding import Binding
@@ -10,7 +11,12 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 if TYPE_CHECKING:
+    from textual.message import Message
+
+    from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.tui.app import DdpTuiApp
+
+T = TypeVar("T")
 
 
 #: The keys that act on one run, the same wherever a run is selected (Jobs, Run detail).
@@ -32,6 +38,20 @@ class BaseScreen(Screen[Any]):
         app = self.app
         assert isinstance(app, DdpTuiApp)
         return app
+
+    def ask(
+        self,
+        what: str,
+        call: Callable[[ClusterAPI], T],
+        reply: Callable[[T], Message],
+        *,
+        key: Hashable | None = None,
+        failed: Callable[[Exception], Message | None] | None = None,
+    ) -> bool:
+        """Ask the I/O owner to run ``call(cluster)``; ``reply(result)`` comes back to this
+        screen as a message (see :meth:`ddp_tui.tui.cluster_io.ClusterIO.ask`). False, with
+        a notification, while not connected."""
+        return self.ddp_app.ask(self, what, call, reply, key=key, failed=failed)
 
     @on(Worker.StateChanged)
     def _worker_state_changed(self, event: Worker.StateChanged) -> None:

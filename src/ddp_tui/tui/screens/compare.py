@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -17,13 +17,13 @@ from textual_plotext import PlotextPlot
 
 from ddp_tui.tui.formatting import duration, metric_label, number, rate, size
 from ddp_tui.tui.header import StatusHeader
-from ddp_tui.tui.messages import ComparisonReady
+from ddp_tui.tui.messages import ComparisonReady, Notice
 from ddp_tui.tui.screens.base import BaseScreen
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ddp_tui.remote.cluster import RunView, Snapshot
+    from ddp_tui.remote.views import RunView, Snapshot
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ class CompareScreen(BaseScreen):
         self._maybe_compute()
 
     def _maybe_compute(self) -> None:
-        if self.group is None or self.ddp_app.cluster is None:
+        if self.group is None or self.ddp_app.io is None:
             return
         info = next((g for g in self.groups if g.key == self.group), None)
         signature = info.signature if info is not None else ()
@@ -191,12 +191,13 @@ class CompareScreen(BaseScreen):
         self._computed = (self.group, signature)
         self.compute(self.group)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="compare", description="Compare")
     def compute(self, group: str) -> None:
-        cluster = self.ddp_app.require_cluster()
-        with self.ddp_app.cluster_lock:
-            frame = cluster.compare(group)
-        self.post_message(ComparisonReady(group, frame))
+        self.ask(
+            "Compare",
+            lambda cluster: cluster.compare(group),
+            lambda frame: ComparisonReady(group, frame),
+            key="compare",  # only the newest comparison matters
+        )
 
     @on(ComparisonReady)
     def _comparison_ready(self, message: ComparisonReady) -> None:
@@ -263,11 +264,9 @@ class CompareScreen(BaseScreen):
             return
         self.export(self.group)
 
-    @work(thread=True, exit_on_error=False, group="export", description="Export")
     def export(self, group: str) -> None:
-        cluster = self.ddp_app.require_cluster()
-        with self.ddp_app.cluster_lock:
-            paths = cluster.export_comparison(group)
-        self.app.call_from_thread(
-            self.notify, "Exported " + ", ".join(paths), title="Comparison", markup=False
+        self.ask(
+            "Export",
+            lambda cluster: cluster.export_comparison(group),
+            lambda paths: Notice("Exported " + ", ".join(paths), title="Comparison"),
         )

@@ -8,31 +8,25 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, ProgressBar, Static, TabbedContent, TabPane
-from textual.worker import get_current_worker
 from textual_plotext import PlotextPlot
 
 from ddp_tui.remote.states import JobState
-from ddp_tui.tui.formatting import describe_error, duration, metric_label, number, rate, state_text
+from ddp_tui.tui.cluster_io import FOLLOW_INTERVAL
+from ddp_tui.tui.formatting import duration, metric_label, number, rate, state_text
 from ddp_tui.tui.header import StatusHeader
 from ddp_tui.tui.logview import LogPane
-from ddp_tui.tui.messages import DetailReady, FollowFailed
+from ddp_tui.tui.messages import ChecksReady, DetailReady, FollowFailed
 from ddp_tui.tui.modals import checks_text
-from ddp_tui.tui.pacing import sleep_unless_cancelled
 from ddp_tui.tui.screens.base import RUN_ACTION_BINDINGS, BaseScreen
 from ddp_tui.tui.screens.jobs import run_size
 
 if TYPE_CHECKING:
-    from ddp_tui.remote.cluster import Progress, RunDetail, RunView, Snapshot
-    from ddp_tui.remote.verification import Check
-
-FOLLOW_INTERVAL = 1.0
-FOLLOW_IDLE_INTERVAL = 5.0  # once the run has ended, late log lines still arrive
-FOLLOW_MAX_BACKOFF = 30.0
+    from ddp_tui.remote.views import Check, Progress, RunDetail, RunView, Snapshot
 
 #: metrics.csv column -> (table header, how to format)
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -138,7 +132,8 @@ def progress_text(run: RunView | None, progress: Progress | None) -> Text:
 
 
 class DetailScreen(BaseScreen):
-    """One run, followed at about one second."""
+    """One run, followed at about one second while this screen is on top: it registers its
+    run with the I/O owner, which posts each ``RunDetail`` here."""
 
     BINDINGS = [
         Binding("escape", "back", "Back"),
@@ -185,21 +180,32 @@ class DetailScreen(BaseScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.ddp_app.followed_run = self.run_id
         table = self.query_one("#metrics-table", DataTable)
         for key, label in METRIC_COLUMNS:
             table.add_column(label, key=key)
         self.watch(self.app, "snapshot", self._snapshot_changed, init=True)
-        self.follow()
+        self._follow()
         self._draw_plots()
         self.query_one(LogPane).view("out").focus()  # f follows, / searches at once
 
     def on_screen_resume(self) -> None:
-        self.ddp_app.followed_run = self.run_id
+        self._follow()
+
+    def on_screen_suspend(self) -> None:
+        self._unfollow()
 
     def on_unmount(self) -> None:
-        if self.ddp_app.followed_run == self.run_id:
-            self.ddp_app.followed_run = None
+        self._unfollow()
+
+    def _follow(self) -> None:
+        io = self.ddp_app.io
+        if io is not None:
+            io.follow(self, self.run_id, self.follow_interval)
+
+    def _unfollow(self) -> None:
+        io = self.ddp_app.io
+        if io is not None:
+            io.unfollow(self)
 
     # -- data in ----------------------------------------------------------------
 
@@ -214,34 +220,21 @@ class DetailScreen(BaseScreen):
         if run is not None and run.state.is_terminal and run.job_id != self._verified_job:
             # Each attempt is verified once it has ended (a retry gets its own checklist).
             self._verified_job = run.job_id
-            self.ddp_app.verify_run(self.run_id, show=False)
+            self.verify()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="follow", description="Follow")
-    def follow(self) -> None:
-        """Poll ``cluster.follow`` about once a second until the screen closes."""
-        worker = get_current_worker()
-        app = self.ddp_app
-        failures = 0
-        while not worker.is_cancelled:
-            cluster = app.cluster
-            delay = self.follow_interval
-            if cluster is not None:
-                try:
-                    with app.cluster_lock:
-                        detail = cluster.follow(self.run_id)
-                except Exception as error:  # shown on the screen; the loop keeps going
-                    failures += 1
-                    self.post_message(FollowFailed(describe_error(error)))
-                else:
-                    failures = 0
-                    self.post_message(DetailReady(detail))
-                run = self.run
-                if failures:
-                    delay = min(FOLLOW_MAX_BACKOFF, self.follow_interval * 2**failures)
-                elif run is not None and run.state.is_terminal:
-                    delay = max(delay, FOLLOW_IDLE_INTERVAL)
-            if not sleep_unless_cancelled(worker, delay):
-                return
+    def verify(self) -> None:
+        """Ask for the checklist; it lands in the Checks tab."""
+        run_id = self.run_id
+        self.ask(
+            "Verify",
+            lambda cluster: cluster.verify(run_id),
+            lambda checks: ChecksReady(run_id, checks),
+            key=("verify", run_id),
+        )
+
+    @on(ChecksReady)
+    def _checks_ready(self, message: ChecksReady) -> None:
+        self.show_checks(message.checks)
 
     @on(DetailReady)
     def _detail_ready(self, message: DetailReady) -> None:
@@ -253,7 +246,7 @@ class DetailScreen(BaseScreen):
         self._draw_summary()
 
     def apply_detail(self, detail: RunDetail) -> None:
-        """Fold one incremental follow() result into the screen."""
+        """Fold one incremental ``RunDetail`` into the screen."""
         self.follow_error = None
         self.query_one(LogPane).feed(detail)
         if detail.run_json is not None:
@@ -341,7 +334,7 @@ class DetailScreen(BaseScreen):
     @on(TabbedContent.TabActivated, "#detail-tabs")
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "checks":
-            self.ddp_app.verify_run(self.run_id, show=False)
+            self.verify()
 
     # -- keys ---------------------------------------------------------------------
 
@@ -362,4 +355,4 @@ class DetailScreen(BaseScreen):
 
     def action_verify(self) -> None:
         self.action_tab("checks")
-        self.ddp_app.verify_run(self.run_id, show=False)
+        self.verify()

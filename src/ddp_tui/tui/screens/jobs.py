@@ -23,10 +23,11 @@ from textual.widgets import Footer, Input, Static
 from ddp_tui.remote.states import JobState
 from ddp_tui.tui.formatting import STATE_STYLES, duration, metric_label, number, rate, size
 from ddp_tui.tui.header import StatusHeader
+from ddp_tui.tui.messages import ChecksReady
 from ddp_tui.tui.screens.base import RUN_ACTION_BINDINGS, BaseScreen
 
 if TYPE_CHECKING:
-    from ddp_tui.remote.cluster import RunView, Snapshot
+    from ddp_tui.remote.views import RunView, Snapshot
 
 # (key, label, width). Fixed widths: the table never measures cells, so an in-place
 # update costs a few microseconds (update_width=True re-measures the whole column).
@@ -412,7 +413,22 @@ class JobsScreen(BaseScreen):
 
     def action_verify(self) -> None:
         if run_id := self._selected():
-            self.ddp_app.verify_run(run_id)
+            self.ask(
+                "Verify",
+                lambda cluster: cluster.verify(run_id),
+                lambda checks: ChecksReady(run_id, checks),
+                key=("verify", run_id),
+            )
+
+    @on(ChecksReady)
+    def _checks_ready(self, message: ChecksReady) -> None:
+        from ddp_tui.tui.modals import ChecksModal
+
+        if not self.is_current:
+            return  # another screen was opened meanwhile: it shows its own checklist
+        run = self.ddp_app.run_by_id(message.run_id)
+        name = run.name if run is not None else message.run_id
+        self.app.push_screen(ChecksModal(f"Verification of {name}", message.checks))
 
     def action_compare(self) -> None:
         run_id = self.query_one(JobsTable).selected_run_id

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import paramiko
 
-from ddp_tui.remote.ssh_api import SSHConfigError
+from ddp_tui.remote.ssh.api import SSHConfigError
 
 DEFAULT_CONFIG_PATH = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"

@@ -1,13 +1,9 @@
-"""Slurm through its command-line tools: argv builders, parsers, and :class:`SlurmScheduler`.
+"""Parsers of what sinfo, squeue, sacct, sbatch and scontrol print, as pure functions.
 
-The builders (``*_argv``) and parsers (``parse_*``) are pure functions, so a caller can
-send several commands in one SSH round trip and parse the answers locally; the
-scheduler only composes them over an :class:`~ddp_tui.remote.executor.Executor`.
-
-Output is always requested in an explicit format: fields are separated by ``\\x1f``
-(ASCII unit separator), the free-text job name comes last so it may contain anything,
-and every command runs under ``env -u ...`` so that a user's ``SQUEUE_FORMAT``,
-``SLURM_TIME_FORMAT``, ``SQUEUE_STATES`` and friends cannot change what is printed.
+Each reads the output of the matching builder in :mod:`ddp_tui.remote.slurm.commands`
+(fields split by :data:`~ddp_tui.remote.slurm.commands.SEP`, the free-text name
+last) and returns the scheduler's types; :func:`error_of` turns a failed command
+into the typed error a caller can act on.
 """
 
 from __future__ import annotations
@@ -16,87 +12,15 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ddp_tui.remote.executor import CommandResult, CommandTimeout, Executor, ExecutorError
+from ddp_tui.remote.executor import CommandResult
 from ddp_tui.remote.scheduler import (
-    AccountingUnavailable,
     JobStatus,
     PartitionInfo,
-    Scheduler,
     SchedulerError,
     SchedulerUnavailable,
 )
+from ddp_tui.remote.slurm.commands import SACCT_FIELDS, SEP, SINFO_FIELDS, SQUEUE_FIELDS
 from ddp_tui.remote.states import from_slurm
-
-#: Separates fields in squeue/sacct/sinfo output; Slurm never prints it itself.
-SEP = "\x1f"
-
-# Environment variables that change what the tools print or which jobs they touch.
-_COMMON_ENV = ("SLURM_CLUSTERS", "SLURM_BITSTR_LEN", "SLURM_DEBUG_FLAGS", "SLURM_TIME_FORMAT")
-_TOOL_ENV: dict[str, tuple[str, ...]] = {
-    "squeue": (
-        "SQUEUE_ACCOUNT", "SQUEUE_ALL", "SQUEUE_ARRAY", "SQUEUE_ARRAY_UNIQUE", "SQUEUE_NAMES",
-        "SQUEUE_FEDERATION", "SQUEUE_FORMAT", "SQUEUE_FORMAT2", "SQUEUE_LICENSES",
-        "SQUEUE_LOCAL", "SQUEUE_PARTITION", "SQUEUE_PRIORITY", "SQUEUE_QOS", "SQUEUE_SIBLING",
-        "SQUEUE_SORT", "SQUEUE_STATES", "SQUEUE_USERS", "SQUEUE_CLUSTERS",
-    ),
-    "sacct": ("SACCT_FORMAT", "SACCT_FEDERATION", "SACCT_LOCAL"),
-    "sinfo": (
-        "SINFO_ALL", "SINFO_FEDERATION", "SINFO_FORMAT", "SINFO_LOCAL", "SINFO_PARTITION",
-        "SINFO_SORT", "SINFO_CLUSTERS",
-    ),
-    "scontrol": (
-        "SCONTROL_ALL", "SCONTROL_FEDERATION", "SCONTROL_FUTURE", "SCONTROL_LOCAL",
-        "SCONTROL_SIBLING", "SLURM_CONF_OUT", "SLURM_TOPO_LEN",
-    ),
-    # Some of these widen what scancel kills (USER, NAME, STATE...) or make it prompt.
-    "scancel": (
-        "SCANCEL_ACCOUNT", "SCANCEL_BATCH", "SCANCEL_CTLD", "SCANCEL_FULL", "SCANCEL_HURRY",
-        "SCANCEL_INTERACTIVE", "SCANCEL_NAME", "SCANCEL_PARTITION", "SCANCEL_QOS",
-        "SCANCEL_STATE", "SCANCEL_USER", "SCANCEL_VERBOSE", "SCANCEL_WCKEY", "SCANCEL_SIGNAL",
-        "SCANCEL_NODELIST",
-    ),
-    "sbatch": (),
-}  # fmt: skip
-
-#: States squeue is asked for: everything not final. Final jobs are read from sacct,
-#: which also has the exit code.
-QUEUED_STATES = (
-    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZING",
-    "SIGNALING", "STAGE_OUT", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD",
-)  # fmt: skip
-
-SQUEUE_FIELDS = (
-    ("job_id", "%i"),
-    ("state", "%T"),
-    ("reason", "%r"),
-    ("nodes", "%D"),
-    ("node_list", "%N"),
-    ("elapsed", "%M"),
-    ("start", "%S"),
-    ("end", "%e"),
-    ("partition", "%P"),
-    ("name", "%j"),  # last: a name may hold anything, even the separator
-)
-SACCT_FIELDS = (
-    "JobID", "State", "ExitCode", "ElapsedRaw", "NNodes", "NodeList", "Start", "End",
-    "Partition", "Reason", "JobName",
-)  # fmt: skip
-SINFO_FIELDS = (
-    ("node", "%N"),
-    ("partition", "%P"),
-    ("available", "%a"),
-    ("state", "%T"),
-    ("cpus", "%c"),
-    ("memory_mb", "%m"),
-    ("gres", "%G"),
-    ("time_limit", "%l"),
-    ("job_size", "%s"),
-)
-#: The human-readable accounting summary saved as ``sacct.txt``.
-ACCOUNTING_FORMAT = (
-    "JobID%-14,JobName%-16,Partition%-10,State%-14,ExitCode%8,Elapsed%11,NNodes%6,"
-    "NodeList%-16,Start%19,End%19,AllocTRES%-44,MaxRSS%10"
-)
 
 _UNAVAILABLE = re.compile(
     r"Unable to contact slurm controller|Socket timed out|Connection refused|"
@@ -134,64 +58,6 @@ class PollResult:
     warning: SchedulerError | None = None
 
 
-# --------------------------------------------------------------------------- argv builders
-
-
-def _env_prefix(tool: str) -> list[str]:
-    argv = ["env"]
-    for name in (*_COMMON_ENV, *_TOOL_ENV[tool]):
-        argv += ["-u", name]
-    # Timestamps as ISO 8601 whatever the user's SLURM_TIME_FORMAT says.
-    argv.append("SLURM_TIME_FORMAT=standard")
-    argv.append(tool)
-    return argv
-
-
-_JOB_ID = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?(?:\.\w+)?")
-
-
-def _check_job_id(job_id: str) -> str:
-    # Ids go into argv, never a shell, but a stray "-" or "," would change the meaning.
-    if not _JOB_ID.fullmatch(job_id):
-        raise SchedulerError(f"not a Slurm job id: {job_id!r}")
-    return job_id
-
-
-#: Ids per sacct call. A very long ``--jobs=`` list is a known way to break Slurm tools
-#: (argument limits, slurmdbd query size); history keeps steady polls far below this.
-SACCT_CHUNK = 200
-
-
-def _chunks(ids: Sequence[str], size: int = SACCT_CHUNK) -> list[Sequence[str]]:
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
-
-
-def _slurm_ids(job_ids: Iterable[str]) -> list[str]:
-    """The ids that can be Slurm's, once each (another scheduler's ids are just unknown)."""
-    return [j for j in dict.fromkeys(job_ids) if _JOB_ID.fullmatch(j)]
-
-
-def sbatch_argv(script_path: str, run_dir: str) -> list[str]:
-    """Submit ``script_path`` with ``run_dir`` as the job's working directory."""
-    return [*_env_prefix("sbatch"), "--parsable", f"--chdir={run_dir}", "--", script_path]
-
-
-def jobs_in_dir_argv() -> list[list[str]]:
-    """squeue and sacct listing the user's recent jobs with their working directories."""
-    return [
-        [*_env_prefix("squeue"), "--me", "--noheader", f"--format=%i{SEP}%Z"],
-        [
-            *_env_prefix("sacct"),
-            "--allocations",
-            "--noheader",
-            "--parsable2",
-            f"--delimiter={SEP}",
-            "--starttime=now-2days",
-            "--format=JobID,WorkDir",
-        ],
-    ]
-
-
 def parse_jobs_in_dir(texts: Sequence[str], work_dir: str) -> list[str]:
     """Job ids whose working directory is ``work_dir``, oldest first, without repeats."""
     found: list[str] = []
@@ -205,58 +71,6 @@ def parse_jobs_in_dir(texts: Sequence[str], work_dir: str) -> list[str]:
     return sorted(found, key=lambda j: (len(j), j))
 
 
-def squeue_argv() -> list[str]:
-    """The user's queued and running jobs, one record per line, name last."""
-    fmt = SEP.join(code for _, code in SQUEUE_FIELDS)
-    return [
-        *_env_prefix("squeue"),
-        "--me",
-        "--noheader",
-        f"--states={','.join(QUEUED_STATES)}",
-        f"--format={fmt}",
-    ]
-
-
-def sacct_argv(job_ids: Iterable[str], *, steps: bool = False) -> list[str]:
-    """One batched accounting query; allocations only unless ``steps``."""
-    ids = [_check_job_id(j) for j in job_ids]
-    argv = [*_env_prefix("sacct")]
-    if not steps:
-        argv.append("--allocations")
-    return [
-        *argv,
-        "--parsable2",
-        "--noheader",
-        f"--delimiter={SEP}",
-        f"--format={','.join(SACCT_FIELDS)}",
-        f"--jobs={','.join(ids)}",
-    ]
-
-
-def accounting_argv(job_id: str) -> list[str]:
-    """sacct's table for one job, its steps and every requeued attempt (``--duplicates``)."""
-    return [
-        *_env_prefix("sacct"),
-        "--duplicates",
-        f"--format={ACCOUNTING_FORMAT}",
-        f"--jobs={_check_job_id(job_id)}",
-    ]
-
-
-def sinfo_argv() -> list[str]:
-    """One line per node and partition."""
-    fmt = SEP.join(code for _, code in SINFO_FIELDS)
-    return [*_env_prefix("sinfo"), "--noheader", "--Node", f"--format={fmt}"]
-
-
-def version_argv() -> list[str]:
-    return [*_env_prefix("sinfo"), "--version"]
-
-
-def config_argv() -> list[str]:
-    return [*_env_prefix("scontrol"), "show", "config"]
-
-
 def parse_cluster_name(text: str) -> str | None:
     """``ClusterName`` from ``scontrol show config``."""
     for line in text.splitlines():
@@ -264,21 +78,6 @@ def parse_cluster_name(text: str) -> str | None:
         if key.strip() == "ClusterName" and value.strip():
             return value.strip()
     return None
-
-
-def scancel_argv(job_id: str) -> list[str]:
-    return [*_env_prefix("scancel"), _check_job_id(job_id)]
-
-
-def requeue_argv(job_id: str) -> list[str]:
-    return [*_env_prefix("scontrol"), "requeue", _check_job_id(job_id)]
-
-
-def show_job_argv(job_id: str) -> list[str]:
-    return [*_env_prefix("scontrol"), "--oneliner", "show", "job", _check_job_id(job_id)]
-
-
-# --------------------------------------------------------------------------- parsers
 
 
 def _records(text: str, nfields: int) -> list[list[str]]:
@@ -580,146 +379,3 @@ def poll_from_results(
         elif warning is None:
             warning = error_of(sacct, "sacct")
     return PollResult(merge_poll(job_ids, queued, accounted), warning)
-
-
-# --------------------------------------------------------------------------- the scheduler
-
-
-class SlurmScheduler(Scheduler):
-    """Slurm over an executor: at most one squeue and one sacct per poll."""
-
-    name = "slurm"
-
-    def __init__(
-        self,
-        executor: Executor,
-        *,
-        timeout: float = 30.0,
-        env: Mapping[str, str] | None = None,
-    ) -> None:
-        # Slurm clients retry a dead controller for about 9 s before they give up.
-        self.executor = executor
-        self.timeout = timeout
-        self.env = dict(env) if env else None
-
-    def _run(self, argv: Sequence[str], what: str) -> CommandResult:
-        try:
-            return self.executor.run(argv, timeout=self.timeout, env=self.env)
-        except CommandTimeout as exc:
-            raise SchedulerUnavailable(
-                f"{what} did not answer within {self.timeout:g} s", argv=argv
-            ) from exc
-        except ExecutorError as exc:
-            raise SchedulerUnavailable(f"{what}: {exc}", argv=argv) from exc
-
-    def _check(self, argv: Sequence[str], what: str) -> CommandResult:
-        res = self._run(argv, what)
-        if not res.ok:
-            raise error_of(res, what)
-        return res
-
-    # ---- Scheduler
-
-    def submit(self, script_path: str, run_dir: str) -> str:
-        res = self._check(sbatch_argv(script_path, run_dir), "sbatch")
-        return parse_sbatch(res.stdout)[0]
-
-    def jobs_in_dir(self, run_dir: str) -> list[str]:
-        """Jobs submitted from ``run_dir`` (each run has its own): finds a submission whose
-        answer was lost with the connection."""
-        squeue, sacct = jobs_in_dir_argv()
-        texts = [self._check(squeue, "squeue").stdout, self._check(sacct, "sacct").stdout]
-        return parse_jobs_in_dir(texts, run_dir)
-
-    def poll_commands(self, job_ids: Sequence[str]) -> list[list[str]]:
-        """squeue, and sacct for every id (sacct answers for running jobs too), in chunks
-        of :data:`SACCT_CHUNK` ids.
-
-        With no ids, squeue alone: the header's connection state stays true when
-        nothing of ours is running.
-        """
-        return [squeue_argv(), *(sacct_argv(chunk) for chunk in _chunks(_slurm_ids(job_ids)))]
-
-    def parse_poll(
-        self, job_ids: Sequence[str], results: Sequence[CommandResult]
-    ) -> dict[str, JobStatus]:
-        """States from the answers to :meth:`poll_commands`.
-
-        Raises :class:`AccountingUnavailable`, carrying squeue's partial answer, when
-        only sacct failed.
-        """
-        job_ids = _slurm_ids(job_ids)
-        if not results:
-            raise SchedulerError("no answer to squeue", argv=squeue_argv())
-        if not job_ids:
-            if not results[0].ok:
-                raise error_of(results[0], "squeue")
-            return {}
-        result = poll_from_results(job_ids, results[0], *results[1:])
-        return self._finish(result)
-
-    @staticmethod
-    def _finish(result: PollResult) -> dict[str, JobStatus]:
-        if result.warning is not None:
-            w = result.warning
-            raise AccountingUnavailable(
-                w.message, result.statuses, argv=w.argv, returncode=w.returncode
-            )
-        return result.statuses
-
-    def poll_result(self, job_ids: Sequence[str]) -> PollResult:
-        """squeue for the user's jobs; one sacct only for the ids that left the queue."""
-        job_ids = _slurm_ids(job_ids)
-        if not job_ids:
-            return PollResult({})
-        squeue = self._run(squeue_argv(), "squeue")
-        if not squeue.ok:
-            raise error_of(squeue, "squeue")
-        queued = parse_squeue(squeue.stdout, only=set(job_ids))
-        gone = [j for j in job_ids if j not in queued]
-        saccts = [self._run(sacct_argv(chunk), "sacct") for chunk in _chunks(gone)]
-        return poll_from_results(job_ids, squeue, *saccts)
-
-    def poll(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
-        return self._finish(self.poll_result(job_ids))
-
-    def cancel(self, job_id: str) -> None:
-        self._check(scancel_argv(job_id), "scancel")
-
-    def requeue(self, job_id: str) -> None:
-        self._check(requeue_argv(job_id), "scontrol requeue")
-
-    def version(self) -> str:
-        return parse_version(self._check(version_argv(), "sinfo").stdout)
-
-    def identity(self) -> str:
-        name = parse_cluster_name(self._check(config_argv(), "scontrol show config").stdout)
-        if name is None:
-            raise SchedulerError("scontrol show config names no ClusterName")
-        return f"slurm:{name}"
-
-    def nodes(self) -> list[NodeInfo]:
-        """Every node in every partition the user can see."""
-        return parse_sinfo(self._check(sinfo_argv(), "sinfo").stdout)
-
-    def partitions(self) -> list[PartitionInfo]:
-        return partitions_from_nodes(self.nodes())
-
-    def accounting(self, job_id: str) -> str:
-        """sacct's table for the job, its steps and requeued attempts (for ``sacct.txt``)."""
-        return self._check(accounting_argv(job_id), "sacct").stdout
-
-    # ---- details
-
-    def show_job(self, job_id: str) -> dict[str, str]:
-        """``scontrol show job`` as a dict (``JobState``, ``NodeList``, ``Reason``...)."""
-        res = self._check(show_job_argv(job_id), "scontrol show job")
-        jobs = parse_show_job(res.stdout)
-        if not jobs:
-            raise SchedulerError(f"scontrol printed no job {job_id}", argv=res.argv)
-        return jobs[0]
-
-    def steps(self, job_id: str) -> dict[str, JobStatus]:
-        """The job and its steps (``12``, ``12.batch``, ``12.0``...) for a detail view."""
-        res = self._check(sacct_argv([job_id], steps=True), "sacct")
-        return parse_sacct(res.stdout)

@@ -5,6 +5,7 @@ hashed entries (``|1|salt|hmac``), ``@revoked`` lines; ``@cert-authority`` lines
 ignored (paramiko has no host certificates). Keeps line numbers so that a changed key
 can name the offending ``FILE:LINE`` as OpenSSH does. New keys are appended hashed,
 like OpenSSH with ``HashKnownHosts yes`` (Debian's and Ubuntu's default).
+:class:`HostKeyPolicy` decides, per hop, whether a server's key is accepted.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+from ddp_tui.remote.ssh.api import HostKeyChanged, HostKeyRejected, Prompter
+
+if TYPE_CHECKING:  # config imports paramiko; this module does not need it
+    from ddp_tui.remote.ssh.config import HostConfig
 
 #: Read (never written) after the user's own files, as OpenSSH does.
 GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
@@ -231,3 +237,80 @@ def changed_key_message(
         f"ssh-keygen -R '{name}' -f {entry.path}\n"
         f"Host key verification failed; nothing was sent to the server."
     )
+
+
+class HostKeyPolicy:
+    """Accepts a server's key as OpenSSH does: known keys pass, a changed or revoked key
+    is refused without asking, an unknown key is shown to the user (the prompter) and
+    saved when accepted.
+
+    ``known_hosts_path``, when given, is the only file used (read and written); otherwise
+    each hop's UserKnownHostsFile plus the global files. ``trusted`` remembers keys
+    accepted this session, so a reconnect does not ask again even when known_hosts could
+    not be written; ``warnings`` receives such non-fatal problems.
+    """
+
+    def __init__(
+        self,
+        prompter: Prompter,
+        *,
+        known_hosts_path: str | None,
+        trusted: set[tuple[str, bytes]],
+        warnings: list[str],
+    ) -> None:
+        self.prompter = prompter
+        self._known_hosts_path = known_hosts_path
+        self.trusted = trusted
+        self.warnings = warnings
+
+    def known_hosts(self, hop: HostConfig) -> KnownHosts:
+        if self._known_hosts_path is not None:
+            return KnownHosts([self._known_hosts_path], global_files=())
+        return KnownHosts(hop.known_hosts_files)
+
+    @staticmethod
+    def key_name(hop: HostConfig) -> str:
+        if hop.host_key_alias:
+            return hop.host_key_alias
+        return host_key_name(hop.hostname, hop.port)
+
+    def known_types(self, hop: HostConfig) -> list[str]:
+        """Key types on record for ``hop``, to ask the server for one of them first."""
+        return self.known_hosts(hop).known_types(self.key_name(hop))
+
+    def verify(self, hop: HostConfig, blob: bytes) -> None:
+        """Return if the server key ``blob`` is accepted; raise a HostKeyError if not."""
+        key_type = key_type_of(blob)
+        fingerprint = fingerprint_sha256(blob)
+        name = self.key_name(hop)
+        if (name, blob) in self.trusted:
+            return
+        known = self.known_hosts(hop)
+        check = known.check(name, blob)
+        if check.status == "ok":
+            return
+        if check.status in ("changed", "revoked"):
+            assert check.entry is not None
+            raise HostKeyChanged(
+                changed_key_message(
+                    name, key_type, fingerprint, check.entry, revoked=check.status == "revoked"
+                ),
+                host=hop.hostname,
+                port=hop.port,
+                key_type=key_type,
+                fingerprint=fingerprint,
+                known_hosts_file=check.entry.path,
+                line=check.entry.line,
+            )
+        if not self.prompter.confirm_host_key(hop.hostname, hop.port, key_type, fingerprint):
+            raise HostKeyRejected(
+                f"the {display_type(key_type)} host key of {name} ({fingerprint}) was not "
+                "accepted; not connecting"
+            )
+        self.trusted.add((name, blob))
+        try:
+            known.add(name, blob)
+        except OSError as exc:
+            self.warnings.append(
+                f"could not save the host key of {name} to {known.write_path}: {exc.strerror}"
+            )

@@ -1,0 +1,60 @@
+"""The facade as the app sees it: :class:`ClusterAPI`, every call the TUI makes.
+
+The app and its screens are typed against this protocol, not against
+:class:`~ddp_tui.remote.cluster.Cluster`, so that the snapshot tests' fake
+(``tests/tui/fakes.py``) is checked by mypy to offer the same calls (see
+docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from ddp_tui.remote.plan import SubmitPlan
+from ddp_tui.remote.scheduler import PartitionInfo
+from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
+from ddp_tui.spec import ExperimentSpec, FieldError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class ClusterAPI(Protocol):
+    """Submit, follow, compare, cancel, retry and verify runs on one cluster."""
+
+    @property
+    def location(self) -> str:
+        """Where the runs are: "local scheduler", "Slurm on this host", "user@host"."""
+
+    @property
+    def scheduler_name(self) -> str:
+        """``"slurm"`` or ``"local"``."""
+
+    # -- compose --
+    def default_spec(self) -> ExperimentSpec: ...
+    def partitions(self) -> list[PartitionInfo]: ...
+    def validate(self, spec: ExperimentSpec) -> list[FieldError]: ...
+    def plan(
+        self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None
+    ) -> SubmitPlan: ...
+    def plan_sweep(
+        self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"
+    ) -> list[SubmitPlan]: ...
+
+    # -- submit and control --
+    def submit(self, plan: SubmitPlan) -> RunView: ...
+    def submit_plans(self, plans: Sequence[SubmitPlan]) -> list[RunView]: ...
+    def cancel(self, run_id: str) -> None: ...
+    def retry(self, run_id: str) -> RunView: ...
+    def verify(self, run_id: str) -> list[Check]: ...
+
+    # -- follow --
+    def refresh(self, follow: str | None = None) -> Snapshot: ...
+    def follow(self, run_id: str) -> RunDetail: ...
+
+    # -- compare --
+    def compare(self, group: str) -> pd.DataFrame: ...
+    def export_comparison(self, group: str) -> list[str]: ...
+
+    def close(self) -> None: ...

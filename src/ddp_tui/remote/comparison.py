@@ -1,0 +1,61 @@
+"""A group's runs read through the store, and its comparison written next to the runs.
+
+The I/O side of :mod:`ddp_tui.results`, whose summaries and tables are pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from ddp_tui.remote.runs import RunInfo, RunRef, RunStore
+from ddp_tui.results import RunData, comparison_markdown, scaling_table, to_csv
+
+
+def load_run(store: RunStore, run: RunRef | RunInfo) -> RunData:
+    """Read one run's spec, metrics and run.json through the store's executor."""
+    if isinstance(run, RunInfo):
+        ref, spec_json = run.ref, dict(run.spec_json)
+    else:
+        ref, spec_json = run, store.read_spec(run)
+    spec = spec_json.get("spec")
+    group = spec_json.get("group")
+    return RunData(
+        run_id=ref.run_id,
+        spec=spec if isinstance(spec, Mapping) else {},
+        metrics=store.read_metrics(ref),
+        run_json=store.read_run_json(ref),
+        group=group if isinstance(group, str) else None,
+    )
+
+
+def load_group(store: RunStore, group: str) -> list[RunData]:
+    """Every run of a comparison group."""
+    return [load_run(store, info) for info in store.list_runs() if info.group == group]
+
+
+def _safe_dir_name(group: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", group).strip("._") or "group"
+
+
+def export_comparison(
+    store: RunStore,
+    group: str,
+    *,
+    runs: Sequence[RunData] | None = None,
+    out_dir: str | None = None,
+) -> list[str]:
+    """Write ``comparison.md`` and ``comparison.csv`` for ``group``; returns their paths.
+
+    By default they go to ``<runs_root>/comparisons/<group>/`` on the store's machine.
+    """
+    if runs is None:
+        runs = load_group(store, group)
+    df = scaling_table(runs)
+    out_dir = out_dir or f"{store.root.rstrip('/')}/comparisons/{_safe_dir_name(group)}"
+    store.executor.makedirs(out_dir)
+    md_path = f"{out_dir}/comparison.md"
+    csv_path = f"{out_dir}/comparison.csv"
+    store.executor.write_atomic(md_path, comparison_markdown(group, df).encode())
+    store.executor.write_atomic(csv_path, to_csv(df).encode())
+    return [md_path, csv_path]

@@ -1,0 +1,123 @@
+"""Incremental readers of one run's files, for the jobs table and the followed run.
+
+They do no I/O themselves: each says which :class:`FileRead` it needs next and takes the
+:class:`ReadResult` back, so that the facade batches every run's reads (and the
+scheduler's poll) into one round trip.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ddp_tui.remote.executor import FileRead, ReadResult
+from ddp_tui.remote.runs import METRICS_FILE, PREFLIGHT_FILE, PROGRESS_FILE, RUN_JSON, RunRef
+from ddp_tui.remote.tail import LogReader, MetricsReader, ProgressReader
+from ddp_tui.remote.views import RunDetail
+
+
+class Feedable(Protocol):
+    @property
+    def needs_reread(self) -> bool: ...
+
+    def request(self) -> FileRead: ...
+    def read_new(self, result: ReadResult) -> Any: ...
+
+
+def json_or_none(result: ReadResult) -> dict[str, Any] | None:
+    """A JSON object file's content, or None (absent, empty, or being rewritten)."""
+    if result.stat is None or not result.data:
+        return None
+    try:
+        doc = json.loads(result.data.decode("utf-8", "replace"))
+    except ValueError:
+        return None  # being rewritten right now: keep the last good copy
+    return doc if isinstance(doc, dict) else None
+
+
+@dataclass
+class JsonFileReader:
+    path: str
+    data: dict[str, Any] | None = None
+    needs_reread: bool = False
+
+    def request(self) -> FileRead:
+        return FileRead(self.path)
+
+    def read_new(self, result: ReadResult) -> dict[str, Any] | None:
+        self.data = json_or_none(result) or self.data
+        return self.data
+
+
+class TableReaders:
+    """What the jobs table needs of one run, read incrementally: a training run's
+    metrics, progress and run.json; a preflight run's preflight.json and run.json."""
+
+    def __init__(self, ref: RunRef, kind: str) -> None:
+        self.metrics = MetricsReader(ref.file(METRICS_FILE))
+        self.progress = ProgressReader(ref.file(PROGRESS_FILE))
+        self._run_json = JsonFileReader(ref.file(RUN_JSON))
+        self._preflight = JsonFileReader(ref.file(PREFLIGHT_FILE))
+        self._readers: list[Feedable] = (
+            [self._preflight, self._run_json]
+            if kind == "preflight"
+            else [self.metrics, self.progress, self._run_json]
+        )
+        #: The attempt whose end has been followed by one last read of the files.
+        self.read_after_end: str | None = None
+
+    @property
+    def run_json(self) -> dict[str, Any] | None:
+        return self._run_json.data
+
+    @property
+    def preflight(self) -> dict[str, Any] | None:
+        return self._preflight.data
+
+    def readers(self) -> list[Feedable]:
+        return self._readers
+
+
+class Follower:
+    """The followed run's logs (of its latest attempt), metrics and progress."""
+
+    def __init__(self, ref: RunRef, job_id: str | None) -> None:
+        self.job_id = job_id
+        jid = job_id or "none"
+        self.out = LogReader(ref.file(f"slurm-{jid}.out"))
+        self.err = LogReader(ref.file(f"slurm-{jid}.err"))
+        self.metrics = MetricsReader(ref.file(METRICS_FILE))
+        self.progress = ProgressReader(ref.file(PROGRESS_FILE))
+        self.accounting: str | None = None
+
+
+class FollowPass:
+    """One round of reads for the followed run (possibly spread over two batches)."""
+
+    def __init__(
+        self, ref: RunRef, follower: Follower, detail: RunDetail, gens: tuple[int, int]
+    ) -> None:
+        self.ref = ref
+        self.follower = follower
+        self.detail = detail
+        self.gens = gens
+        f = follower
+        self.pending: list[Feedable] = [f.out, f.err, f.metrics, f.progress]
+        self._run_json = FileRead(ref.file(RUN_JSON))
+
+    def requests(self) -> list[FileRead]:
+        return [r.request() for r in self.pending] + [self._run_json]
+
+    def feed(self, reads: Sequence[ReadResult]) -> None:
+        f, d = self.follower, self.detail
+        for reader, res in zip(self.pending, reads, strict=False):
+            new = reader.read_new(res)
+            if reader is f.out:
+                d.out_lines += new
+            elif reader is f.err:
+                d.err_lines += new
+        if reads:
+            d.run_json = json_or_none(reads[-1]) or d.run_json
+        self.pending = [r for r in (f.out, f.err, f.metrics, f.progress) if r.needs_reread]

@@ -1,0 +1,122 @@
+"""Pure functions that turn what a run directory and the scheduler say into views.
+
+The facade reads ``spec.json``, ``jobs.jsonl``, the table files and the poll; these
+decide what the jobs table and the detail pane show (:mod:`ddp_tui.remote.views`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from ddp_tui.preflight_report import summarize
+from ddp_tui.remote.runs import RunInfo
+from ddp_tui.remote.scheduler import JobStatus
+from ddp_tui.remote.states import JobState
+from ddp_tui.remote.verification import outcome_note
+from ddp_tui.remote.views import Attempt, Progress, RunView
+from ddp_tui.spec import ExperimentSpec, SpecError
+
+
+def latest_job_id(info: RunInfo) -> str | None:
+    """The job id of the run's latest attempt (None: never submitted)."""
+    job = info.latest_job
+    jid = job.get("job_id") if job else None
+    return str(jid) if jid else None
+
+
+def attempt_record(job_id: str, scheduler: str, retry_of: str | None, n: int) -> dict[str, Any]:
+    """The ``jobs.jsonl`` line of one submission attempt."""
+    return {
+        "job_id": job_id,
+        "scheduler": scheduler,
+        "submitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "retry_of": retry_of,
+        "attempt": n,
+    }
+
+
+def attempt_of(doc: Mapping[str, Any]) -> Attempt:
+    return Attempt(
+        job_id=str(doc.get("job_id", "")),
+        scheduler=str(doc.get("scheduler", "")),
+        submitted_at=str(doc.get("submitted_at", "")),
+        retry_of=str(doc["retry_of"]) if doc.get("retry_of") else None,
+        attempt=int(doc.get("attempt", 0) or 0),
+    )
+
+
+def spec_of(info: RunInfo) -> ExperimentSpec:
+    """The run's spec; a spec.json written by another version shows what can be shown."""
+    try:
+        return ExperimentSpec.from_dict(info.spec)
+    except SpecError:
+        return ExperimentSpec(name=str(info.spec.get("name", info.run_id)))
+
+
+def num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def progress_of(doc: Mapping[str, Any] | None) -> Progress | None:
+    """The trainer's latest ``progress.jsonl`` line as a :class:`Progress` (None: none)."""
+    if not doc:
+        return None
+    try:
+        return Progress(
+            epoch=int(doc.get("epoch", 0)),
+            step=int(doc.get("step", 0)),
+            steps_per_epoch=int(doc.get("steps_per_epoch", 0)),
+            loss=num(doc.get("loss")),
+            samples_per_sec=num(doc.get("samples_per_sec")),
+        )
+    except (TypeError, ValueError):
+        return None
+
+
+def build_view(
+    info: RunInfo,
+    spec: ExperimentSpec,
+    status: JobStatus | None,
+    *,
+    metrics: Sequence[Mapping[str, float | None]] = (),
+    progress: Mapping[str, Any] | None = None,
+    run_json: Mapping[str, Any] | None = None,
+    preflight: Mapping[str, Any] | None = None,
+) -> RunView:
+    """The run's row: its files (as read so far) and its latest attempt's status."""
+    attempts = tuple(attempt_of(j) for j in info.jobs)
+    job_id = attempts[-1].job_id if attempts else None
+    state = status.state if status else JobState.UNKNOWN
+    exit_code = status.exit_code if status else None
+    last = metrics[-1] if metrics else {}
+    metric = "val_rmse" if spec.task == "regression" else "val_acc"
+    rj = run_json
+    return RunView(
+        run_id=info.run_id,
+        name=spec.name,
+        run_dir=info.ref.path,
+        group=info.group,
+        created_at=info.created_at,
+        spec=spec,
+        attempts=attempts,
+        state=state,
+        reason=status.reason if status else ("" if job_id else "not submitted"),
+        elapsed_sec=status.elapsed_sec if status else 0.0,
+        epochs_done=len(metrics),
+        epochs_total=spec.epochs,
+        last_train_loss=num(last.get("train_loss")),
+        last_val_metric=num(last.get(metric)),
+        val_metric_name=metric,
+        throughput=num(last.get("throughput_samples_per_sec")),
+        progress=progress_of(progress) if state.is_active else None,
+        hosts=tuple(rj.get("hosts", ())) if rj else (),
+        world_size=rj.get("world_size") if rj else None,
+        backend=rj.get("backend") if rj else None,
+        rendezvous=rj.get("rendezvous") if rj else None,
+        exit_code=exit_code,
+        note=outcome_note(state, exit_code, rj, job_id),
+        kind=info.kind,
+        preflight=summarize(preflight) if info.kind == "preflight" else None,
+    )

@@ -1,0 +1,115 @@
+"""The read model: what the screens and the CLI show of runs, built by the facade.
+
+Frozen snapshots of the run directories and the scheduler's answers; nothing here does
+I/O. :mod:`ddp_tui.remote.view_building` builds them, :class:`~ddp_tui.remote.cluster.Cluster`
+hands them out (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddp_tui.preflight_report import PreflightSummary
+from ddp_tui.remote.states import JobState
+from ddp_tui.remote.verification import Check
+from ddp_tui.spec import ExperimentSpec
+
+__all__ = ["Attempt", "Check", "Progress", "RunDetail", "RunView", "Snapshot"]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    job_id: str
+    scheduler: str
+    submitted_at: str
+    retry_of: str | None
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    epoch: int
+    step: int
+    steps_per_epoch: int
+    loss: float | None
+    samples_per_sec: float | None
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One run as the jobs table and the detail summary show it."""
+
+    run_id: str
+    name: str
+    run_dir: str
+    group: str | None
+    created_at: str
+    spec: ExperimentSpec
+    attempts: tuple[Attempt, ...]
+    state: JobState
+    reason: str = ""
+    elapsed_sec: float = 0.0
+    epochs_done: int = 0
+    epochs_total: int = 0
+    last_train_loss: float | None = None
+    last_val_metric: float | None = None
+    val_metric_name: str = "val_acc"
+    throughput: float | None = None
+    progress: Progress | None = None
+    hosts: tuple[str, ...] = ()
+    world_size: int | None = None
+    backend: str | None = None
+    rendezvous: str | None = None
+    exit_code: int | None = None
+    #: Where the trainer's own record and the job's state disagree, said plainly: e.g.
+    #: run.json says completed while the job ended FAILED (the launcher's exit).
+    note: str = ""
+    kind: str = "train"  # or "preflight"
+    preflight: PreflightSummary | None = None  # preflight runs only
+
+    @property
+    def job_id(self) -> str | None:
+        return self.attempts[-1].job_id if self.attempts else None
+
+    @property
+    def state_label(self) -> str:
+        """The state, marked "*" where :attr:`note` has something to say about it."""
+        return self.state.value + (" *" if self.note else "")
+
+    @property
+    def epoch_label(self) -> str:
+        """Epochs done of the total, or a preflight's result (it has no epochs)."""
+        if self.preflight is not None:
+            return self.preflight.label
+        return f"{self.epochs_done}/{self.epochs_total}" if self.epochs_total else "-"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything the screens render, from one refresh."""
+
+    taken_at: float
+    runs: tuple[RunView, ...]  # newest first
+    location: str  # "local scheduler", "Slurm on this host", "user@host"
+    scheduler_version: str
+    connection: str  # "ok", "reconnecting", "controller unreachable", ...
+    error: str | None = None
+    scheduler_calls: int = 0
+    detail: RunDetail | None = None  # the followed run's news, when refresh(follow=...)
+    unread: int = 0  # older runs not read yet: refresh again soon to see them
+
+
+@dataclass
+class RunDetail:
+    """New data for the open run since the last call (incremental)."""
+
+    run_id: str
+    out_lines: list[str] = field(default_factory=list)
+    err_lines: list[str] = field(default_factory=list)
+    out_reset: bool = False  # the log was truncated/rotated: clear the pane first
+    err_reset: bool = False
+    metrics: list[dict[str, float | None]] = field(default_factory=list)  # all rows so far
+    progress: Progress | None = None
+    run_json: dict[str, Any] | None = None
+    accounting: str | None = None

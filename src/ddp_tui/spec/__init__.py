@@ -1,0 +1,69 @@
+"""The experiment spec, a pure domain: what one run is, each field described once, and the
+checks that hold a spec to its descriptions and to a cluster's partitions.
+
+``experiment`` declares :class:`ExperimentSpec` with a :class:`FieldSpec` per field
+(``fields``); ``validate`` runs the generic checks those descriptions drive (``checks``),
+the named checks of the few free-form fields (``field_checks``) and then the cross-field
+rules; ``cluster_fit`` checks against :class:`PartitionInfo` (``partitions``); ``form`` and
+``convert`` turn form and CLI text into values and back; ``timefmt`` reads Slurm time limits;
+``vocabulary`` holds the closed lists and limits. Nothing here imports ``ddp_tui.remote`` or
+``ddp_tui.tui`` (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from ddp_tui.spec.cluster_fit import validate_for_cluster
+from ddp_tui.spec.errors import FieldError, SpecError
+from ddp_tui.spec.experiment import FIELDS, SCALE_FIELDS, ExperimentSpec
+from ddp_tui.spec.fields import FieldSpec
+from ddp_tui.spec.form import check_form, convert_form, form_text, spec_from_form
+from ddp_tui.spec.partitions import PartitionInfo
+from ddp_tui.spec.timefmt import format_time_limit, parse_time_limit, parse_time_limit_seconds
+from ddp_tui.spec.validate import validate
+from ddp_tui.spec.vocabulary import (
+    BACKENDS,
+    BUILTIN_DATASETS,
+    BUILTIN_MODELS,
+    DATASET_SHAPES,
+    DEVICES,
+    FIELD_SECTIONS,
+    LAUNCHERS,
+    LR_SCALINGS,
+    OPTIMIZERS,
+    PRECISIONS,
+    SCHEDULES,
+    SYNTHETIC_DEFAULT_SHAPE,
+    TASKS,
+)
+
+__all__ = [
+    "BACKENDS",
+    "BUILTIN_DATASETS",
+    "BUILTIN_MODELS",
+    "DATASET_SHAPES",
+    "DEVICES",
+    "FIELDS",
+    "FIELD_SECTIONS",
+    "LAUNCHERS",
+    "LR_SCALINGS",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "SCALE_FIELDS",
+    "SCHEDULES",
+    "SYNTHETIC_DEFAULT_SHAPE",
+    "TASKS",
+    "ExperimentSpec",
+    "FieldError",
+    "FieldSpec",
+    "PartitionInfo",
+    "SpecError",
+    "check_form",
+    "convert_form",
+    "form_text",
+    "format_time_limit",
+    "parse_time_limit",
+    "parse_time_limit_seconds",
+    "spec_from_form",
+    "validate",
+    "validate_for_cluster",
+]

@@ -1,0 +1,21 @@
+"""What a cluster says about one of its partitions: the facts a spec is checked against.
+
+The schedulers (``ddp_tui.remote``) report them; the domain only reads them, so the type
+lives here and the scheduler interface imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    name: str
+    nodes: int
+    gpus_per_node: int
+    cpus_per_node: int
+    max_time_min: int | None  # None: unlimited
+    max_nodes: int | None
+    is_default: bool = False
+    states: tuple[str, ...] = field(default_factory=tuple)

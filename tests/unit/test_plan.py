@@ -1,0 +1,187 @@
+"""The submit plan is exactly what runs: one check, one render, one run directory.
+
+The real facade on the real local scheduler and a temporary runs root. The jobs run
+``true`` in place of the trainer, so they end at once and need no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ddp_tui.remote.plan as plan_module
+import ddp_tui.sbatch_templates as templates
+from ddp_tui.config import Profile
+from ddp_tui.remote.cluster import Cluster
+from ddp_tui.remote.executor import LocalExecutor
+from ddp_tui.remote.local import LocalScheduler
+from ddp_tui.remote.plan import ValidationFailed
+from ddp_tui.remote.runs import RUN_ID_RE, RunStore
+from ddp_tui.spec import ExperimentSpec, SpecError, validate
+
+
+def tiny(**changes: Any) -> ExperimentSpec:
+    base = ExperimentSpec(
+        name="plan",
+        model="mlp",
+        dataset="synthetic",
+        synthetic_samples=64,
+        synthetic_shape="1,8,8",
+        num_classes=4,
+        device="cpu",
+        backend="gloo",
+        gpus_per_node=1,
+        cpus_per_task=1,
+        epochs=1,
+        workers=0,
+        python="true",  # the job ends at once: these tests are about the run directory
+    )
+    return base.replace(**changes)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    code = tmp_path / "pkg" / "ddp_tui"
+    (code / "trainer").mkdir(parents=True)
+    (code / "__init__.py").write_text("")
+    (code / "trainer" / "__init__.py").write_text("")
+    ex = LocalExecutor()
+    c = Cluster(
+        ex,
+        LocalScheduler(tmp_path / "state"),
+        RunStore(ex, str(tmp_path / "runs"), code_source=code),
+        profile=Profile(scheduler="local"),
+        location="local scheduler",
+    )
+    yield c
+    c.close()
+
+
+def _runs(root: Path) -> list[str]:
+    return sorted(n for n in os.listdir(root) if RUN_ID_RE.match(n)) if root.exists() else []
+
+
+def test_the_plans_script_is_the_submitted_job_sbatch_byte_for_byte(cluster: Cluster) -> None:
+    plan = cluster.plan(tiny(name="exact"))
+    assert plan.ok and plan.kind == "train" and plan.group == plan.spec.group_key()
+    assert RUN_ID_RE.match(plan.run_id) and plan.run_dir == f"{cluster.store.root}/{plan.run_id}"
+    assert f"#SBATCH --chdir={plan.run_dir}\n" in plan.script
+    view = cluster.submit(plan)
+    assert (view.run_id, view.run_dir, view.group) == (plan.run_id, plan.run_dir, plan.group)
+    assert (Path(view.run_dir) / "job.sbatch").read_bytes() == plan.script.encode()
+    assert view.job_id is not None
+
+
+def test_a_plan_submitted_twice_is_refused_and_the_first_run_stays(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    plan = cluster.plan(tiny(name="twice"))
+    first = cluster.submit(plan)
+    run_dir = Path(first.run_dir)
+    before = {p: (run_dir / p).read_bytes() for p in ("spec.json", "job.sbatch")}
+    with pytest.raises(ValidationFailed, match="submitted already") as err:
+        cluster.submit(plan)
+    assert [e.field for e in err.value.errors] == ["run_id"]
+    assert _runs(tmp_path / "runs") == [first.run_id]
+    assert {p: (run_dir / p).read_bytes() for p in before} == before
+    attempts = [json.loads(x) for x in (run_dir / "jobs.jsonl").read_text().splitlines()]
+    assert [a["job_id"] for a in attempts if a.get("event") != "end"] == [first.job_id]
+    assert not [n for n in os.listdir(tmp_path / "runs") if n.endswith(".tmp")]
+
+
+def test_a_bad_spec_gives_a_plan_with_errors_and_no_run_directory(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    plan = cluster.plan(tiny(epochs=0, backend="mpi"))
+    assert not plan.ok
+    assert {e.field for e in plan.errors} >= {"epochs", "backend"}
+    assert (plan.run_id, plan.run_dir, plan.script) == ("", "", "")
+    with pytest.raises(ValidationFailed) as err:
+        cluster.submit(plan)
+    assert err.value.errors == list(plan.errors)
+    assert cluster.validate(tiny(epochs=0, backend="mpi")) == list(plan.errors)
+    assert _runs(tmp_path / "runs") == []
+
+
+def test_the_local_scheduler_refuses_two_nodes_at_plan_time(cluster: Cluster) -> None:
+    plan = cluster.plan(tiny(nodes=2))
+    assert [e.field for e in plan.errors] == ["nodes"]
+    assert "one-node torchrun jobs only" in plan.errors[0].message
+
+
+def test_a_plan_checks_the_spec_once_and_the_render_does_not_check_it_again(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[ExperimentSpec] = []
+
+    def counting(spec: ExperimentSpec) -> Any:
+        calls.append(spec)
+        return validate(spec)
+
+    def refused(spec: ExperimentSpec) -> Any:
+        raise AssertionError("the render validated the spec again")
+
+    monkeypatch.setattr(plan_module, "validate", counting)
+    monkeypatch.setattr(templates, "validate", refused)
+    for kind in ("train", "preflight"):
+        calls.clear()
+        assert cluster.plan(tiny(), kind=kind).ok
+        assert len(calls) == 1, kind
+
+
+def test_the_public_render_still_validates() -> None:
+    with pytest.raises(SpecError) as err:
+        templates.render_training(tiny(epochs=0), "/runs/x")
+    assert [e.field for e in err.value.errors] == ["epochs"]
+    with pytest.raises(SpecError, match="run_dir"):  # checked=True still checks the path
+        templates.render_training(tiny(), "relative/dir", checked=True)
+
+
+def test_a_preflight_plan_is_named_for_it_in_no_group_and_runs_the_collective_test(
+    cluster: Cluster,
+) -> None:
+    plan = cluster.plan(tiny(name="shape"), kind="preflight")
+    assert plan.ok and plan.kind == "preflight" and plan.group is None
+    assert plan.spec.name == "shape-preflight" and "-shape-preflight-" in plan.run_id
+    assert "ddp_tui.trainer.preflight" in plan.script
+    view = cluster.submit(plan)
+    assert view.kind == "preflight" and view.name == "shape-preflight"
+    assert (Path(view.run_dir) / "job.sbatch").read_text() == plan.script
+
+
+def test_a_sweep_is_one_plan_per_size_in_one_group(cluster: Cluster, tmp_path: Path) -> None:
+    plans = cluster.plan_sweep(tiny(name="sw"), [2, 1, 2])
+    assert [p.spec.gpus_per_node for p in plans] == [1, 2]
+    assert [p.spec.name for p in plans] == ["sw-g1", "sw-g2"]
+    assert len({p.group for p in plans}) == 1 and len({p.run_id for p in plans}) == 2
+    bad = cluster.plan_sweep(tiny(name="sw"), [1, 2], dimension="nodes")
+    assert [e.field for e in bad[1].errors] == ["sweep[2] nodes"]
+    with pytest.raises(ValidationFailed):
+        cluster.submit_plans(bad)  # nothing is submitted unless every plan is ok
+    assert _runs(tmp_path / "runs") == []
+    views = cluster.submit_plans(plans)
+    assert [v.run_id for v in views] == [p.run_id for p in plans]
+    with pytest.raises(ValidationFailed, match="dimension"):
+        cluster.plan_sweep(tiny(), [1], dimension="cores")
+    with pytest.raises(ValidationFailed, match="at least one size"):
+        cluster.plan_sweep(tiny(), [])
+
+
+def test_dry_run_prints_the_plans_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ddp_tui.cli import main
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args = ["--scheduler", "local", "--runs-root", str(tmp_path / "runs"), "submit", "--dry-run"]
+    assert main([*args, "--name", "dry", "--python", sys.executable]) == 0
+    out = capsys.readouterr().out
+    chdir = next(line for line in out.splitlines() if line.startswith("#SBATCH --chdir="))
+    assert RUN_ID_RE.match(Path(chdir.removeprefix("#SBATCH --chdir=")).name)
+    assert not (tmp_path / "runs").exists()
