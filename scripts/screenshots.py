@@ -39,7 +39,7 @@ def _sweep(root: Path) -> None:
         workers=0,
         python=sys.executable,
     )
-    views = cluster.submit_sweep(spec, [1, 2], dimension="gpus")
+    views = cluster.submit_plans(cluster.plan_sweep(spec, [1, 2], dimension="gpus"))
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         states = {v.run_id: v.state for v in cluster.refresh().runs}

@@ -1,4 +1,4 @@
-"""The import rules from DESIGN.md, checked in fresh interpreters through sys.modules.
+"""The import rules of docs/architecture.md ("The layers"), checked in fresh interpreters through sys.modules.
 
 A fresh subprocess is the only honest check: inside pytest, other tests have
 already imported textual and torch.

@@ -3,7 +3,7 @@
 A :class:`SubmitPlan` holds the checked spec, the run id and directory allocated for it,
 and the job script rendered for that directory: :meth:`Cluster.submit` writes exactly
 that script, so what a dry run or the compose preview shows is what runs (see
-docs/architecture.md, "The submit plan"). Pure data and pure functions: the facade
+docs/architecture.md, "The facade"). Pure data and pure functions: the facade
 brings the partitions and the run id; no I/O here.
 """
 

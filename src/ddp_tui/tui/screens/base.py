@@ -53,6 +53,17 @@ class BaseScreen(Screen[Any]):
         a notification, while not connected."""
         return self.ddp_app.ask(self, what, call, reply, key=key, failed=failed)
 
+    def ask_verify(self, run_id: str) -> None:
+        """Ask for a run's checklist; it comes back to this screen as ``ChecksReady``."""
+        from ddp_tui.tui.messages import ChecksReady
+
+        self.ask(
+            "Verify",
+            lambda cluster: cluster.verify(run_id),
+            lambda checks: ChecksReady(run_id, checks),
+            key=("verify", run_id),
+        )
+
     @on(Worker.StateChanged)
     def _worker_state_changed(self, event: Worker.StateChanged) -> None:
         # Worker.StateChanged does not bubble: hand it to the app's single handler.

@@ -224,13 +224,7 @@ class DetailScreen(BaseScreen):
 
     def verify(self) -> None:
         """Ask for the checklist; it lands in the Checks tab."""
-        run_id = self.run_id
-        self.ask(
-            "Verify",
-            lambda cluster: cluster.verify(run_id),
-            lambda checks: ChecksReady(run_id, checks),
-            key=("verify", run_id),
-        )
+        self.ask_verify(self.run_id)
 
     @on(ChecksReady)
     def _checks_ready(self, message: ChecksReady) -> None:

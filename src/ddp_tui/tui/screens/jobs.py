@@ -413,12 +413,7 @@ class JobsScreen(BaseScreen):
 
     def action_verify(self) -> None:
         if run_id := self._selected():
-            self.ask(
-                "Verify",
-                lambda cluster: cluster.verify(run_id),
-                lambda checks: ChecksReady(run_id, checks),
-                key=("verify", run_id),
-            )
+            self.ask_verify(run_id)
 
     @on(ChecksReady)
     def _checks_ready(self, message: ChecksReady) -> None:
