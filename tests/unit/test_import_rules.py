@@ -1,4 +1,5 @@
-"""The import rules of docs/architecture.md ("The layers"), checked in fresh interpreters through sys.modules.
+"""The import rules of docs/architecture.md ("The layers"), checked in fresh interpreters
+through sys.modules (lint-imports checks the same statically).
 
 A fresh subprocess is the only honest check: inside pytest, other tests have
 already imported textual and torch.
