@@ -186,7 +186,7 @@ def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command is None:
         return _run_app(args)
-    from ddp_tui.config import ConfigError
+    from ddp_tui.errors import DdpTuiError
     from ddp_tui.remote.executor import ExecutorError
     from ddp_tui.remote.plan import ValidationFailed
     from ddp_tui.remote.scheduler import SchedulerError
@@ -194,7 +194,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
     try:
         cluster = _open(args)
-    except (ConfigError, ExecutorError, SchedulerError) as exc:
+    except DdpTuiError as exc:  # a profile, a host or a scheduler that cannot be used
         print(f"ddp-tui: {exc}", file=sys.stderr)
         return 2
     try:
@@ -218,7 +218,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except (SpecError, LookupError) as exc:
         print(f"ddp-tui: {exc}", file=sys.stderr)
         return 2
-    except (SchedulerError, ExecutorError) as exc:
+    except DdpTuiError as exc:  # the scheduler, the connection, a run directory
         print(f"ddp-tui: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -253,14 +253,13 @@ def _open(args: argparse.Namespace) -> Cluster:
 
 
 def _run_app(args: argparse.Namespace) -> int:
-    from ddp_tui.config import ConfigError
+    from ddp_tui.errors import DdpTuiError
     from ddp_tui.remote.cluster import Cluster
-    from ddp_tui.remote.scheduler import SchedulerError
     from ddp_tui.tui.app import run_app
 
     try:
         profile = _profile(args)
-    except (ConfigError, SchedulerError) as exc:
+    except DdpTuiError as exc:
         print(f"ddp-tui: {exc}", file=sys.stderr)
         return 2
 

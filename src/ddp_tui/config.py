@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ddp_tui.errors import DdpTuiError
 from ddp_tui.spec import ExperimentSpec, FieldError, validate
 
 if sys.version_info >= (3, 11):
@@ -56,8 +57,10 @@ BUILTIN_PROFILE: Final = "local"
 _PROFILE_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
-class ConfigError(Exception):
+class ConfigError(DdpTuiError):
     """A problem in the config file: names the file, the line where known, and the key."""
+
+    title = "Profile"
 
     def __init__(self, path: Path, message: str, *, key: str = "", line: int | None = None):
         self.path = path

@@ -166,3 +166,16 @@ def test_a_reader_that_goes_away_ends_output_quietly(tmp_path: Path) -> None:
         assert (res.returncode, res.stderr) == (141, ""), args
     res = cli_into_closed_pipe(tmp_path, "submit", "--help")
     assert res.stderr == "", res.stderr
+
+
+def test_a_runs_root_that_cannot_be_made_is_a_clear_error_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """A runs root under a regular file: the OS refuses the directory. The CLI says which
+    root and why (the error root's one handler), exits 1, and leaves nothing behind."""
+    (tmp_path / "runs").write_text("a file where the runs root should be\n")
+    res = cli(tmp_path, "submit", "--name", "x", "--epochs", "1", check=False)
+    assert res.returncode == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert f"cannot create the runs root {tmp_path / 'runs'}" in res.stderr
+    assert (tmp_path / "runs").read_text() == "a file where the runs root should be\n"

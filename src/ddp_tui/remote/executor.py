@@ -18,9 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddp_tui.errors import DdpTuiError
 
-class ExecutorError(Exception):
+
+class ExecutorError(DdpTuiError):
     """The executor itself failed: a lost connection, a missing program, a timeout."""
+
+    title = "Connection"
 
 
 class CommandTimeout(ExecutorError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from ddp_tui.errors import DdpTuiError
 from ddp_tui.sbatch_templates import render_preflight, render_training
 from ddp_tui.spec import (
     ExperimentSpec,
@@ -45,8 +46,10 @@ class SubmitPlan:
         return not self.errors
 
 
-class ValidationFailed(Exception):
+class ValidationFailed(DdpTuiError):
     """The spec has errors; ``errors`` name each field and what is allowed."""
+
+    title = "Spec"
 
     def __init__(self, errors: Sequence[FieldError]) -> None:
         self.errors = list(errors)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import ddp_tui
+from ddp_tui.errors import DdpTuiError
 from ddp_tui.remote.executor import Batch, CommandResult, Executor, FileRead, ReadResult
 from ddp_tui.remote.history import split_job_lines
 from ddp_tui.remote.tail import IncrementalFile, MetricsRow, parse_json_lines, parse_metrics_csv
@@ -37,8 +38,10 @@ _NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
 _NAME_MAX = 64
 
 
-class RunStoreError(Exception):
+class RunStoreError(DdpTuiError):
     """A run directory could not be created or read."""
+
+    title = "Run directory"
 
 
 class RunExists(RunStoreError):
@@ -174,7 +177,12 @@ class RunStore:
         its directory); :class:`RunExists` is raised, and nothing touched, when that
         directory exists. Without it a free id is allocated here.
         """
-        self.executor.makedirs(self.root)
+        try:
+            self.executor.makedirs(self.root)
+        except OSError as exc:  # a local root that cannot be made (SFTP's are ExecutorErrors)
+            raise RunStoreError(
+                f"cannot create the runs root {self.root}: {exc.strerror or exc}"
+            ) from exc
         if run_id is not None:
             final = self.ref(run_id).path
             if self.executor.stat(final) is not None:
@@ -200,6 +208,9 @@ class RunStore:
             self.executor.write_atomic(_join(tmp, JOBS_FILE), b"")
             self._upload_code(_join(tmp, CODE_DIR))
             self.executor.rename(tmp, final)
+        except OSError as exc:  # a full disk, a read-only root: still nothing half-written
+            self.executor.remove_tree(tmp)
+            raise RunStoreError(f"cannot write the run directory {final}: {exc}") from exc
         except BaseException:
             self.executor.remove_tree(tmp)
             raise

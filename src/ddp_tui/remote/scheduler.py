@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ddp_tui.errors import DdpTuiError
 from ddp_tui.remote.executor import CommandResult
 from ddp_tui.remote.states import JobState
 
@@ -14,8 +15,10 @@ from ddp_tui.remote.states import JobState
 from ddp_tui.spec.partitions import PartitionInfo as PartitionInfo
 
 
-class SchedulerError(Exception):
+class SchedulerError(DdpTuiError):
     """A scheduler command failed; ``message`` is the tool's own words."""
+
+    title = "Scheduler"
 
     def __init__(self, message: str, *, argv: Sequence[str] = (), returncode: int = 1) -> None:
         super().__init__(message)

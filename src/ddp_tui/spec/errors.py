@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ddp_tui.errors import DdpTuiError
+
 
 @dataclass(frozen=True)
 class FieldError:
@@ -17,8 +19,10 @@ class FieldError:
         return f"{self.field}: {self.message}"
 
 
-class SpecError(ValueError):
+class SpecError(DdpTuiError, ValueError):
     """A spec that cannot be used; ``errors`` lists every problem."""
+
+    title = "Spec"
 
     def __init__(self, errors: Sequence[FieldError]) -> None:
         self.errors = list(errors)

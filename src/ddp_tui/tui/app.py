@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ddp_tui.tui.cluster_io import ClusterIO
-from ddp_tui.tui.formatting import describe_error
+from ddp_tui.tui.formatting import describe_error, failure_title
 from ddp_tui.tui.header import Status
 from ddp_tui.tui.messages import (
     ActionDone,
@@ -215,15 +215,15 @@ class DdpTuiApp(App[None]):
         error = worker.error
         what = worker.description or worker.name or "background task"
         message = describe_error(error) if error is not None else "unknown error"
-        self.notify(message, title=f"{what} failed", severity="error", markup=False, timeout=8)
+        self.notify(
+            message, title=failure_title(what, error), severity="error", markup=False, timeout=8
+        )
         if worker.group == "refresh" and self.io is not None:
             self._serve(self.io)  # the loop catches its own errors; restart it if it ever dies
 
     @on(RequestFailed)
     def _request_failed(self, message: RequestFailed) -> None:
-        self.notify(
-            message.error, title=f"{message.what} failed", severity="error", markup=False, timeout=8
-        )
+        self.notify(message.error, title=message.title, severity="error", markup=False, timeout=8)
 
     @on(Notice)
     def _notice(self, message: Notice) -> None:

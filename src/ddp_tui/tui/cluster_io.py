@@ -23,7 +23,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from ddp_tui.tui.formatting import describe_error
+from ddp_tui.tui.formatting import describe_error, failure_title
 from ddp_tui.tui.messages import (
     DetailReady,
     FollowFailed,
@@ -142,7 +142,7 @@ class ClusterIO:
                 result = call(cluster)
             except Exception as error:  # every failure goes back to the asker
                 own = failed(error) if failed is not None else None
-                return own or RequestFailed(what, describe_error(error))
+                return own or RequestFailed(what, describe_error(error), failure_title(what, error))
             return reply(result)
 
         with self._cond:
@@ -213,7 +213,9 @@ class ClusterIO:
         try:
             message = request.run(self._cluster)
         except Exception as error:  # a reply that failed to build: still answer
-            message = RequestFailed("Request", describe_error(error))
+            message = RequestFailed(
+                "Request", describe_error(error), failure_title("Request", error)
+            )
         self._post(request.reply_to, message)
 
     def _post(self, reply_to: MessagePump, message: Message) -> None:

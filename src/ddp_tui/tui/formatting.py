@@ -6,6 +6,7 @@ import math
 
 from rich.text import Text
 
+from ddp_tui.errors import DdpTuiError
 from ddp_tui.remote.states import JobState
 
 STATE_STYLES: dict[JobState, str] = {
@@ -92,6 +93,16 @@ def metric_label(name: str) -> str:
 def size(nodes: int, gpus_per_node: int) -> str:
     """``2x4``: nodes x GPUs (or processes) per node."""
     return f"{nodes}x{gpus_per_node}"
+
+
+def failure_title(what: str, error: BaseException | None) -> str:
+    """A failure notification's title: what failed, and what kind of problem it was
+    (ddp-tui's own errors carry a title; anything else is named by its type, since it is
+    more likely a bug to report than a problem the user can fix)."""
+    if error is None:
+        return f"{what} failed"
+    kind = error.title if isinstance(error, DdpTuiError) else type(error).__name__
+    return f"{what} failed: {kind}"
 
 
 def describe_error(error: BaseException) -> str:

@@ -132,7 +132,9 @@ class Notice(Message):
 
 @dataclass
 class RequestFailed(Message):
-    """A request to the I/O owner raised; ``what`` names it ("Verify")."""
+    """A request to the I/O owner raised; ``what`` names it ("Verify"), ``title`` is the
+    notification's (:func:`~ddp_tui.tui.formatting.failure_title`)."""
 
     what: str
     error: str
+    title: str
