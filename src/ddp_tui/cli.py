@@ -24,6 +24,7 @@ from ddp_tui import __version__
 if TYPE_CHECKING:
     from ddp_tui.config import Profile
     from ddp_tui.remote.cluster import Cluster
+    from ddp_tui.remote.plan import SubmitPlan
     from ddp_tui.remote.views import RunView
     from ddp_tui.spec import ExperimentSpec, FieldSpec
 
@@ -316,6 +317,7 @@ def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) ->
 
     if args.dry_run:
         plan = cluster.plan(spec)
+        _warn([plan])
         if not plan.ok:
             raise ValidationFailed(plan.errors)
         print(plan.script, end="")  # exactly the job.sbatch a submit of this plan writes
@@ -328,16 +330,27 @@ def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) ->
                 [FieldError("sweep", f"expected sizes like 1,2,4,8, got {args.sweep!r}")]
             ) from None
         plans = cluster.plan_sweep(spec, sizes, dimension=args.sweep_over)
+        _warn(plans)
         for view in cluster.submit_plans(plans):
             print(f"{view.run_id}\t{view.job_id}\t{view.spec.nodes}x{view.spec.gpus_per_node}")
         return 0
-    view = cluster.submit(cluster.plan(spec))
+    plan = cluster.plan(spec)
+    _warn([plan])
+    view = cluster.submit(plan)
     print(f"{view.run_id}\t{view.job_id}")
     return 0
 
 
+def _warn(plans: Sequence[SubmitPlan]) -> None:
+    """Say on stderr what the plans could not check, each warning once."""
+    for warning in dict.fromkeys(w for plan in plans for w in plan.warnings):
+        print(f"ddp-tui: warning: {warning}", file=sys.stderr)
+
+
 def _cmd_preflight(cluster: Cluster, args: argparse.Namespace) -> int:
-    view = cluster.submit(cluster.plan(_spec_from_args(cluster, args), kind="preflight"))
+    plan = cluster.plan(_spec_from_args(cluster, args), kind="preflight")
+    _warn([plan])
+    view = cluster.submit(plan)
     print(f"{view.run_id}\t{view.job_id}")
     return 0
 

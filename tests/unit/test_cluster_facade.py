@@ -47,6 +47,7 @@ class FakeScheduler(Scheduler):
         #: "before" or "after": lose the next submit's answer before or after queueing.
         self.lose_next: str | None = None
         self.jobs_in_dir_fails = False
+        self.sinfo_fails = False
         self.polls: list[list[str]] = []  # the ids asked about, poll by poll
 
     # -- what the test drives --
@@ -85,6 +86,8 @@ class FakeScheduler(Scheduler):
         return "fake 1.0"
 
     def partitions(self) -> list[PartitionInfo]:
+        if self.sinfo_fails:
+            raise SchedulerError("sinfo: Unable to contact slurm controller")
         return []  # no partition to check against: the spec's own checks apply
 
     def jobs_in_dir(self, run_dir: str) -> list[str]:
@@ -336,3 +339,19 @@ def test_verify_run_is_a_pure_function_of_the_files() -> None:
     assert [c.ok for c in checks] == [None, None, None, None, False, None]
     unknown = verify_run(spec, "train", None, None, RunFiles())
     assert unknown[0].detail == "job - is UNKNOWN"
+
+
+def test_a_plan_made_without_sinfo_says_what_it_did_not_check(
+    cluster: Cluster, sched: FakeScheduler
+) -> None:
+    """sbatch keeps the last word, so the plan can still be submitted; but the user hears
+    that the partition checks were skipped."""
+    sched.sinfo_fails = True
+    plan = cluster.plan(tiny())
+    assert plan.ok
+    assert len(plan.warnings) == 1
+    assert "not checked against the cluster" in plan.warnings[0]
+    assert "Unable to contact slurm controller" in plan.warnings[0]
+    cluster.submit(plan)
+    sched.sinfo_fails = False
+    assert cluster.plan(tiny()).warnings == ()

@@ -175,13 +175,23 @@ class Cluster:
         the cluster), a run id allocated, and the job script rendered once for that run's
         directory. ``kind="preflight"`` plans a collective test of the same shape."""
         spec, group = plan_spec(spec, kind, group)
+        warnings: list[str] = []
         try:
             parts: list[PartitionInfo] | None = self.partitions()
-        except (SchedulerError, ExecutorError):
+        except (SchedulerError, ExecutorError) as exc:
             parts = None  # the cluster-aware pass needs sinfo; self-checks still apply
+            if self.scheduler.name == "slurm":
+                # Submitting stays possible (sbatch has the last word), but the user should
+                # know the partition, GPU and time-limit checks were skipped.
+                warnings.append(
+                    "partition, GPUs per node and time limit were not checked against the "
+                    f"cluster: sinfo did not answer ({' '.join(str(exc).split())})"
+                )
         errors = spec_errors(spec, self.scheduler.name, parts)
         ref = self.store.ref(new_run_id(spec.name))
-        return make_plan(spec, kind, group, errors, run_id=ref.run_id, run_dir=ref.path)
+        return make_plan(
+            spec, kind, group, errors, run_id=ref.run_id, run_dir=ref.path, warnings=warnings
+        )
 
     def plan_sweep(
         self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"

@@ -96,17 +96,20 @@ def make_plan(
     *,
     run_id: str,
     run_dir: str,
+    warnings: Sequence[str] = (),
 ) -> SubmitPlan:
     """The plan of an already checked spec (``errors`` from :func:`spec_errors`): its
-    script is rendered once, for ``run_dir``, without validating the spec again."""
+    script is rendered once, for ``run_dir``, without validating the spec again.
+    ``warnings`` say what could not be checked; they do not stop a submit."""
+    notes = tuple(warnings)
     if errors:
-        return SubmitPlan(spec, kind, group, "", "", "", tuple(errors))
+        return SubmitPlan(spec, kind, group, "", "", "", tuple(errors), notes)
     render = render_preflight if kind == "preflight" else render_training
     try:
         script = render(spec, run_dir, checked=True)
     except SpecError as exc:  # the runs root cannot go on #SBATCH lines
-        return SubmitPlan(spec, kind, group, "", "", "", tuple(exc.errors))
-    return SubmitPlan(spec, kind, group, run_id, run_dir, script, ())
+        return SubmitPlan(spec, kind, group, "", "", "", tuple(exc.errors), notes)
+    return SubmitPlan(spec, kind, group, run_id, run_dir, script, (), notes)
 
 
 def sweep_specs(
