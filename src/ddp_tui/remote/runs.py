@@ -208,9 +208,6 @@ class RunStore:
             self.executor.write_atomic(_join(tmp, JOBS_FILE), b"")
             self._upload_code(_join(tmp, CODE_DIR))
             self.executor.rename(tmp, final)
-        except OSError as exc:  # a full disk, a read-only root: still nothing half-written
-            self.executor.remove_tree(tmp)
-            raise RunStoreError(f"cannot write the run directory {final}: {exc}") from exc
         except BaseException:
             self.executor.remove_tree(tmp)
             raise
