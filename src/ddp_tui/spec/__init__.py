@@ -16,7 +16,7 @@ from ddp_tui.spec.cluster_fit import validate_for_cluster
 from ddp_tui.spec.errors import FieldError, SpecError
 from ddp_tui.spec.experiment import FIELDS, SCALE_FIELDS, ExperimentSpec
 from ddp_tui.spec.fields import FieldSpec
-from ddp_tui.spec.form import check_form, convert_form, form_text, spec_from_form
+from ddp_tui.spec.form import check_form, convert_form, form_text, merge_errors, spec_from_form
 from ddp_tui.spec.partitions import PartitionInfo
 from ddp_tui.spec.timefmt import format_time_limit, parse_time_limit, parse_time_limit_seconds
 from ddp_tui.spec.validate import validate
@@ -61,6 +61,7 @@ __all__ = [
     "convert_form",
     "form_text",
     "format_time_limit",
+    "merge_errors",
     "parse_time_limit",
     "parse_time_limit_seconds",
     "spec_from_form",

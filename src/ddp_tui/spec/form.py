@@ -8,7 +8,7 @@ for one-shot callers such as the CLI.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddp_tui.spec.convert import from_text, to_text
@@ -67,7 +67,16 @@ def check_form(
 
     Returns ``(spec, [])`` for a valid spec, else ``(None, errors)`` with every conversion
     and validation error (a field that did not convert is reported once, by conversion)."""
-    candidate, errors = convert_form(form, base)
-    failed = {e.field for e in errors}
-    errors.extend(e for e in validate(candidate) if e.field not in failed)
+    candidate, conversion = convert_form(form, base)
+    errors = merge_errors(conversion, validate(candidate))
     return (None, errors) if errors else (candidate, [])
+
+
+def merge_errors(
+    conversion: Sequence[FieldError], checks: Sequence[FieldError]
+) -> list[FieldError]:
+    """The conversion errors, then the checks' errors of the fields that did convert: a
+    field whose text did not convert was checked at its starting value, so its check
+    errors say nothing about what the user typed."""
+    failed = {e.field for e in conversion}
+    return [*conversion, *(e for e in checks if e.field not in failed)]

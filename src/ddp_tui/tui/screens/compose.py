@@ -17,7 +17,7 @@ from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Select, Static, TextArea
 
 from ddp_tui.remote.plan import SubmitPlan, ValidationFailed
-from ddp_tui.spec import ExperimentSpec, FieldError, check_form, convert_form
+from ddp_tui.spec import ExperimentSpec, FieldError, check_form, convert_form, merge_errors
 from ddp_tui.tui.form import (
     CUSTOM,
     FORM_SECTIONS,
@@ -203,18 +203,16 @@ class ComposeScreen(BaseScreen):
         self._preview_seq += 1
         seq = self._preview_seq
         asked = dict(form)
-        spec, errors = convert_form(asked, self.initial)
         if self.ddp_app.io is None:  # the spec's own checks still apply
             _, errors = check_form(asked, self.initial)
             self.post_message(PreviewReady(seq, None, errors, asked, note="not connected yet"))
             return
+        spec, errors = convert_form(asked, self.initial)
 
         def reply(plan: SubmitPlan) -> PreviewReady:
             if not errors:
                 return PreviewReady(seq, plan, plan.errors, asked)
-            failed = {e.field for e in errors}
-            more = [e for e in plan.errors if e.field not in failed]
-            return PreviewReady(seq, None, [*errors, *more], asked)
+            return PreviewReady(seq, None, merge_errors(errors, plan.errors), asked)
 
         self.ask("Preview", lambda cluster: cluster.plan(spec), reply, key="preview")
 
