@@ -57,6 +57,10 @@ def follow_delay(interval: float, failures: int, ended: bool) -> float:
     return max(interval, FOLLOW_IDLE_INTERVAL) if ended else interval
 
 
+def _failure(what: str, error: Exception) -> RequestFailed:
+    return RequestFailed(what, describe_error(error), failure_title(what, error))
+
+
 @dataclass(eq=False)
 class _Request:
     key: Hashable | None
@@ -142,7 +146,7 @@ class ClusterIO:
                 result = call(cluster)
             except Exception as error:  # every failure goes back to the asker
                 own = failed(error) if failed is not None else None
-                return own or RequestFailed(what, describe_error(error), failure_title(what, error))
+                return own or _failure(what, error)
             return reply(result)
 
         with self._cond:
@@ -213,9 +217,7 @@ class ClusterIO:
         try:
             message = request.run(self._cluster)
         except Exception as error:  # a reply that failed to build: still answer
-            message = RequestFailed(
-                "Request", describe_error(error), failure_title("Request", error)
-            )
+            message = _failure("Request", error)
         self._post(request.reply_to, message)
 
     def _post(self, reply_to: MessagePump, message: Message) -> None:
