@@ -30,7 +30,7 @@ from ddp_tui.remote.plan import (
 )
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.views import Attempt, Check, Progress, RunDetail, RunView, Snapshot
-from ddp_tui.spec import ExperimentSpec, FieldError, PartitionInfo
+from ddp_tui.spec import ExperimentSpec, PartitionInfo
 
 NOW = 1_700_000_000.0
 
@@ -214,9 +214,6 @@ class FakeCluster:
     @property
     def scheduler_name(self) -> str:
         return "slurm"
-
-    def validate(self, spec: ExperimentSpec) -> list[FieldError]:
-        return list(self.plan(spec).errors)
 
     def plan(
         self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None

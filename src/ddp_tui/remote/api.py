@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from ddp_tui.remote.plan import SubmitPlan
 from ddp_tui.remote.scheduler import PartitionInfo
 from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
-from ddp_tui.spec import ExperimentSpec, FieldError
+from ddp_tui.spec import ExperimentSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,7 +34,6 @@ class ClusterAPI(Protocol):
     # -- compose --
     def default_spec(self) -> ExperimentSpec: ...
     def partitions(self) -> list[PartitionInfo]: ...
-    def validate(self, spec: ExperimentSpec) -> list[FieldError]: ...
     def plan(
         self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None
     ) -> SubmitPlan: ...
