@@ -98,7 +98,6 @@ class SSHExecutor(Executor):
         self._closed = False
         self._fatal: SSHError | None = None
         self._last_error: BaseException | None = None
-        self._reconnect_thread: threading.Thread | None = None
         #: Host keys the user accepted this session (kept across reconnects).
         self._trusted: set[tuple[str, bytes]] = set()
         self._home: str | None = None
@@ -113,7 +112,7 @@ class SSHExecutor(Executor):
         )
         self._auth = AuthStrategy(chosen)
         self._remote = Remote(
-            self._ensure, self._expand, description=self.description, batch_helper=batch_helper
+            self._ensure, self.expand_home, description=self.description, batch_helper=batch_helper
         )
         self._files = Transfer(self)
 
@@ -255,11 +254,7 @@ class SSHExecutor(Executor):
         self._emit(state)  # before the reconnect thread can report "connected"
         conn.close()
         if state == RECONNECTING:
-            thread = threading.Thread(
-                target=self._reconnect_loop, name="ssh-reconnect", daemon=True
-            )
-            self._reconnect_thread = thread
-            thread.start()
+            threading.Thread(target=self._reconnect_loop, name="ssh-reconnect", daemon=True).start()
 
     def _reconnect_loop(self) -> None:
         attempt = 0
@@ -326,9 +321,6 @@ class SSHExecutor(Executor):
     # ------------------------------------------------------ the executor API
 
     def expand_home(self, path: str) -> str:
-        return self._expand(path)
-
-    def _expand(self, path: str) -> str:
         """``~`` and ``~/x`` are the remote home, as in a shell."""
         if path != "~" and not path.startswith("~/"):
             return path
