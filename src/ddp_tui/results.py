@@ -150,7 +150,9 @@ def summarize(run: RunData) -> RunSummary:
     if per_node is None and world is not None and nodes:
         per_node = world // nodes
 
-    batch = _as_int(_spec_value(spec, "batch_size"))
+    # A user's script has its own batch size, which the spec does not know.
+    script = spec.get("entry") == "script"
+    batch = None if script else _as_int(_spec_value(spec, "batch_size"))
     accum = _as_int(_spec_value(spec, "grad_accum")) or 1
     global_batch = batch * world * accum if batch is not None and world is not None else None
 
@@ -190,20 +192,34 @@ def scaling_table(runs: Iterable[RunData | RunSummary]) -> pd.DataFrame:
 
     The baseline is the run with the smallest world size that has a throughput;
     speedup = throughput / baseline throughput, ideal = world size / baseline world
-    size, efficiency = speedup / ideal. ``df.attrs["val_metric"]`` names the metric.
+    size, efficiency = speedup / ideal. Where a run has an epoch time but no throughput (a
+    user's script that reports no sample counts), the whole group is compared by epoch
+    time instead: speedup = baseline epoch time / epoch time. ``df.attrs["val_metric"]``
+    names the metric, ``df.attrs["speedup_from"]`` the measure (throughput or epoch_time).
     """
     summaries = [r if isinstance(r, RunSummary) else summarize(r) for r in runs]
     summaries.sort(key=lambda s: (s.world_size or 0, s.nodes or 0, s.run_id))
-    measured = [s for s in summaries if s.throughput and s.world_size]
+    untimed = any(s.epoch_time and not s.throughput for s in summaries)
+    measure = "epoch_time" if untimed else "throughput"
+
+    def rate(s: RunSummary) -> float | None:
+        # Both measures as "more is faster", so that speedup is one ratio for either.
+        if measure == "throughput":
+            return s.throughput
+        return 1.0 / s.epoch_time if s.epoch_time else None
+
+    measured = [s for s in summaries if rate(s) and s.world_size]
     base = min(measured, key=lambda s: s.world_size or 0) if measured else None
 
     records: list[dict[str, Any]] = []
     for s in summaries:
         speedup = ideal = efficiency = None
-        if base is not None and base.throughput and base.world_size and s.world_size:
+        base_rate = rate(base) if base is not None else None
+        if base is not None and base_rate and base.world_size and s.world_size:
             ideal = s.world_size / base.world_size
-            if s.throughput is not None:
-                speedup = s.throughput / base.throughput
+            run_rate = rate(s)
+            if run_rate is not None:
+                speedup = run_rate / base_rate
                 efficiency = speedup / ideal
         records.append(
             {
@@ -230,6 +246,7 @@ def scaling_table(runs: Iterable[RunData | RunSummary]) -> pd.DataFrame:
     names = {s.val_metric_name for s in summaries if s.val_metric_name}
     df.attrs["val_metric"] = names.pop() if len(names) == 1 else "val_metric"
     df.attrs["baseline"] = base.run_id if base is not None else None
+    df.attrs["speedup_from"] = measure
     return df
 
 
@@ -306,11 +323,20 @@ def comparison_markdown(group: str, df: pd.DataFrame) -> str:
     """The ``comparison.md`` document of a group's :func:`scaling_table`."""
     metric = df.attrs.get("val_metric", "val_metric")
     baseline = df.attrs.get("baseline")
+    if df.attrs.get("speedup_from") == "epoch_time":
+        basis = (
+            "Speedup is the baseline's epoch time over each run's (some runs report no "
+            "sample counts, so no throughput), epoch time being the median of the epochs "
+            "after the first"
+        )
+    else:
+        basis = (
+            "Throughput is samples/s over all ranks, the median of the epochs after the first"
+        )
     md = [
         f"# Scaling comparison: {group}",
         "",
-        f"Baseline: `{baseline}` (smallest world size). Throughput is samples/s over all "
-        "ranks, the median of the epochs after the first; efficiency = speedup / ideal "
+        f"Baseline: `{baseline}` (smallest world size). {basis}; efficiency = speedup / ideal "
         f"speedup. `final_val_metric` is {metric}.",
         "",
         to_markdown(df),

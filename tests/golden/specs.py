@@ -124,6 +124,23 @@ GOLDEN_SPECS: dict[str, ExperimentSpec] = {
         precision="fp16",
         nccl_env=(("NCCL_SOCKET_IFNAME", "^docker,lo"),),
     ),
+    # A user's own script, snapshotted, on 2 nodes: the wrapper starts it on every rank.
+    "script_2node": ExperimentSpec(
+        name="my-train",
+        entry="script",
+        script="/home/user/proj/scripts/train.py",
+        script_args="--epochs 3 --lr 0.1 --out 'runs/a b' --tag=$HOME",
+        project_dir="/home/user/proj",
+        metrics="regex:Epoch (?P<epoch>\\d+) loss=(?P<train_loss>\\S+)",
+        metrics_columns=(("loss", "train_loss"),),
+        samples_per_epoch=50000,
+        nodes=2,
+        gpus_per_node=4,
+        partition="gpu",
+        time_limit="02:00:00",
+        epochs=3,
+        env_setup=("module load pytorch/2.3",),
+    ),
 }
 
 #: golden name -> spec for ``<name>.preflight.sbatch``.

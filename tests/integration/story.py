@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
@@ -36,6 +39,37 @@ def tiny_spec(**changes: object) -> ExperimentSpec:
         python=sys.executable,
     )
     return base.replace(**changes)
+
+
+#: The user scripts of the script stories: plain torch DDP scripts (see their docstrings).
+USER_SCRIPTS = Path(__file__).resolve().parents[1] / "helpers" / "user_scripts"
+
+
+def tiny_script_spec(script: str | Path, **changes: object) -> ExperimentSpec:
+    """A 2-process CPU/gloo run of a user's own script (a name in :data:`USER_SCRIPTS`, or
+    a path), its project snapshotted into the run; seconds of training."""
+    base = ExperimentSpec(
+        name="script",
+        entry="script",
+        script=str(USER_SCRIPTS / script),
+        script_args="--epochs 2",
+        metrics="epoch-line",
+        epochs=2,
+        nodes=1,
+        gpus_per_node=2,
+        device="cpu",
+        backend="gloo",
+        cpus_per_task=2,
+        time_limit="00:10:00",
+        python=sys.executable,
+    )
+    return base.replace(**changes)
+
+
+def run_json(run_dir: str | Path) -> dict[str, Any]:
+    """The run's ``run.json``, as its rank 0 last wrote it."""
+    data: dict[str, Any] = json.loads((Path(run_dir) / "run.json").read_text())
+    return data
 
 
 def view(cluster: Cluster, run_id: str) -> RunView:

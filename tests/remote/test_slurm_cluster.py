@@ -77,6 +77,9 @@ class RecordingExecutor(Executor):
     def upload_tree(self, local_src: Path, dst: str) -> None:
         self.inner.upload_tree(local_src, dst)
 
+    def upload_files(self, files: Sequence[tuple[str, str]], dst: str) -> int:
+        return self.inner.upload_files(files, dst)
+
     def tools(self) -> list[str]:
         """The Slurm tool of each command (the argv starts with ``env -u ...``)."""
         return [next(a for a in argv if re.fullmatch(r"s[a-z]+", a)) for argv in self.commands]

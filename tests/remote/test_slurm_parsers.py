@@ -480,6 +480,9 @@ class FakeFailingExecutor(Executor):
     def upload_tree(self, local_src: Path, dst: str) -> None:
         raise self.exc
 
+    def upload_files(self, files: Sequence[tuple[str, str]], dst: str) -> int:
+        raise self.exc
+
 
 @pytest.mark.parametrize(
     ("exc", "words"),

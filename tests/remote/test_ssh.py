@@ -5,6 +5,7 @@ locally against LocalExecutor."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -23,6 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddp_tui.remote.executor import Batch, CommandTimeout, ExecutorError, FileRead, LocalExecutor
+from ddp_tui.remote.runs import RunStore
+from ddp_tui.remote.snapshot import build_manifest
 from ddp_tui.remote.ssh import (
     AuthenticationFailed,
     ConnectFailed,
@@ -882,6 +885,49 @@ def test_sftp_file_operations(client: Client, tmp_path: Path) -> None:
     ex.remove_tree(base)  # absent is fine
     with pytest.raises(ValueError):
         ex.remove_tree("~")
+
+
+@pytest.mark.ssh
+def test_a_snapshot_upload_is_one_command_and_arrives_intact(
+    client: Client, tmp_path: Path
+) -> None:
+    """create_run with a project: code/ and project/ in one tar stream, one command."""
+    env = client.env
+    project = tmp_path / "project"
+    (project / "pkg" / "deep" / "er").mkdir(parents=True)
+    for i in range(120):
+        (project / "pkg" / f"m{i}.py").write_text(f"VALUE = {i}\n" * (i + 1))
+    (project / "pkg" / "deep" / "er" / "weights.bin").write_bytes(os.urandom(2 * 1024 * 1024 + 5))
+    (project / "we'ird $name `x` ü.py").write_text("odd = True\n")
+    (project / "empty.txt").write_bytes(b"")
+    (project / "run.sh").write_text("#!/bin/sh\n")
+    (project / "run.sh").chmod(0o755)
+    (project / "latest.py").symlink_to("pkg/m7.py")
+    manifest = build_manifest(project, max_bytes=64 << 20)
+    ex = client.make("target")
+    ex.connect()
+    root = f"~/runs-{os.getpid()}"
+    store = RunStore(ex, root)
+    execs, trips = ex.exec_count, ex.round_trips
+    run = store.create_run({"name": "snap"}, "snap", "#!/bin/bash\n", snapshot=manifest)
+    assert (ex.exec_count - execs, ex.round_trips - trips) == (1, 1)
+    run_dir = env.home / f"runs-{os.getpid()}" / run.run_id
+    dst = run_dir / "project"
+    got = sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*") if p.is_file())
+    assert got == sorted(arc for _, arc in manifest.files)
+    assert len(got) == 125
+    for path, arc in manifest.files:
+        assert (dst / arc).read_bytes() == Path(path).read_bytes(), arc
+    assert not (dst / "latest.py").is_symlink()  # sent as the file it points to
+    assert (dst / "run.sh").stat().st_mode & 0o100
+    assert (dst / "pkg" / "m1.py").stat().st_uid == _ids(env.user)[0]
+    assert (run_dir / "code" / "ddp_tui" / "trainer").is_dir()
+    doc = json.loads((run_dir / "snapshot.json").read_text())
+    assert (doc["files"], doc["bytes"]) == (125, manifest.total_bytes)
+    upload = store.last_upload
+    assert upload is not None and upload.project_files == 125
+    assert upload.bytes > manifest.total_bytes  # the tar stream: headers and padding too
+    ex.remove_tree(root)
 
 
 # ------------------------------------------------------------ no server needed

@@ -182,3 +182,30 @@ def test_export_comparison_writes_markdown_and_csv_next_to_the_runs(tmp_path: Pa
     assert list(df["efficiency"]) == pytest.approx([1.0, 0.9])
     # The comparisons folder is not mistaken for a run.
     assert len(store.list_runs()) == 3
+
+
+def _script_run(run_id: str, gpus: int, secs: list[float]) -> RunData:
+    # A user's script that prints no sample counts: epoch times only, no throughput.
+    rows = [
+        {"epoch": float(i + 1), "epoch_time_sec": t, "throughput_samples_per_sec": None}
+        for i, t in enumerate(secs)
+    ]
+    spec_dict = {"entry": "script", "nodes": 1, "gpus_per_node": gpus, "batch_per_gpu": 64}
+    return RunData(run_id, spec_dict, rows, {"world_size": gpus})
+
+
+def test_a_script_without_throughput_is_compared_by_epoch_time() -> None:
+    # Steady epoch time (the median after the first): 10 s on 1 process, 4 s on 2.
+    df = scaling_table([_script_run("a", 1, [30, 10, 10]), _script_run("b", 2, [20, 4, 4])])
+    assert df.attrs["speedup_from"] == "epoch_time"
+    assert df.attrs["baseline"] == "a"
+    assert df.loc["b", "speedup"] == pytest.approx(10 / 4)
+    assert df.loc["b", "efficiency"] == pytest.approx(10 / 4 / 2)
+    assert df["throughput"].isna().all()
+    # The spec's batch per GPU is the built-in trainer's: a script's global batch is unknown.
+    assert df["global_batch"].isna().all()
+
+
+def test_runs_with_throughput_still_compare_by_throughput() -> None:
+    df = scaling_table([RUN_1, RUN_2])
+    assert df.attrs["speedup_from"] == "throughput"

@@ -5,13 +5,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 import ddp_tui
 from ddp_tui.remote.executor import Batch, BatchResult, Executor, LocalExecutor
-from ddp_tui.remote.runs import RUN_ID_RE, RunStore, RunStoreError, package_dir, sanitize_name
+from ddp_tui.remote.runs import (
+    RUN_ID_RE,
+    RunStore,
+    RunStoreError,
+    package_dir,
+    sanitize_name,
+)
+from ddp_tui.remote.snapshot import build_manifest
 
 SPEC = {"model": "mlp", "dataset": "synthetic", "nodes": 1, "gpus_per_node": 2, "epochs": 3}
 
@@ -81,11 +90,10 @@ def test_names_are_sanitised_so_nothing_a_user_types_reaches_a_path() -> None:
 
 
 class FailingUploadExecutor(LocalExecutor):
-    """Fault-injecting fake: copies part of the code tree, then the 'connection' drops."""
+    """Fault-injecting fake: copies part of the files, then the 'connection' drops."""
 
-    def upload_tree(self, local_src: Path, dst: str) -> None:
-        os.makedirs(dst, exist_ok=True)
-        shutil.copy2(local_src / "ddp_tui" / "__init__.py", os.path.join(dst, "half.py"))
+    def upload_files(self, files: Sequence[tuple[str, str]], dst: str) -> int:
+        super().upload_files(files[: len(files) // 2], dst)
         raise OSError("connection lost during upload")
 
 
@@ -260,3 +268,103 @@ def test_list_runs_is_one_batch_of_reads_when_nothing_was_rewritten(
     assert calls == [0, 10]
     store.list_runs()
     assert calls == [0, 10, 5]  # then one batch: the listing and only the jobs files
+
+
+# --------------------------------------------------------------------------- snapshots
+
+
+def _project(root: Path) -> Path:
+    (root / "models").mkdir(parents=True)
+    (root / "train.py").write_text("print('hi')\n")
+    (root / "models" / "net.py").write_text("NET = 1\n")
+    (root / "data.bin").write_bytes(os.urandom(4096))
+    (root / "run.sh").write_text("#!/bin/sh\n")
+    (root / "run.sh").chmod(0o755)
+    return root
+
+
+def test_create_run_with_a_snapshot_puts_the_project_under_project(
+    tmp_path: Path, code_source: Path
+) -> None:
+    project = _project(tmp_path / "proj")
+    manifest = build_manifest(project, max_bytes=10 << 20)
+    store = _store(tmp_path, code_source)
+    run = store.create_run(SPEC, "snap", "#!/bin/bash\n", snapshot=manifest)
+    run_dir = Path(run.path)
+    dst = run_dir / "project"
+    got = sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*") if p.is_file())
+    assert got == ["data.bin", "models/net.py", "run.sh", "train.py"]
+    for name in got:
+        assert (dst / name).read_bytes() == (project / name).read_bytes()
+    assert (dst / "run.sh").stat().st_mode & 0o100
+    # code/ came in the same upload.
+    assert (run_dir / "code" / "ddp_tui" / "trainer" / "train.py").is_file()
+    doc = json.loads((run_dir / "snapshot.json").read_text())
+    assert doc["source"] == str(project)
+    assert doc["host"] == socket.gethostname()
+    assert (doc["files"], doc["bytes"]) == (4, manifest.total_bytes)
+    assert doc["commit"] is None and doc["dirty"] is None  # not a git repository
+    assert isinstance(doc["upload_sec"], float)
+    upload = store.last_upload
+    assert upload is not None
+    assert (upload.code_files, upload.project_files) == (4, 4)
+    assert upload.bytes >= manifest.total_bytes
+
+
+def test_an_empty_snapshot_still_makes_project(tmp_path: Path, code_source: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    store = _store(tmp_path, code_source)
+    run = store.create_run(
+        SPEC, "snap", "#!/bin/bash\n", snapshot=build_manifest(empty, max_bytes=1 << 20)
+    )
+    assert (Path(run.path) / "project").is_dir()
+    assert json.loads((Path(run.path) / "snapshot.json").read_text())["files"] == 0
+
+
+def test_a_run_without_a_snapshot_has_no_project(tmp_path: Path, code_source: Path) -> None:
+    run = _store(tmp_path, code_source).create_run(SPEC, "plain", "#!/bin/bash\n")
+    assert not (Path(run.path) / "project").exists()
+    assert not (Path(run.path) / "snapshot.json").exists()
+
+
+def test_a_snapshot_that_fails_part_way_leaves_no_run(tmp_path: Path, code_source: Path) -> None:
+    manifest = build_manifest(_project(tmp_path / "proj"), max_bytes=10 << 20)
+    store = _store(tmp_path, code_source, FailingUploadExecutor())
+    with pytest.raises(OSError, match="connection lost"):
+        store.create_run(SPEC, "doomed", "#!/bin/bash\n", snapshot=manifest)
+    assert os.listdir(tmp_path / "runs") == []
+    assert store.last_upload is None
+
+
+def test_a_file_gone_since_the_manifest_leaves_no_run(tmp_path: Path, code_source: Path) -> None:
+    project = _project(tmp_path / "proj")
+    manifest = build_manifest(project, max_bytes=10 << 20)
+    (project / "train.py").unlink()  # deleted between plan and submit
+    store = _store(tmp_path, code_source)
+    with pytest.raises(FileNotFoundError):
+        store.create_run(SPEC, "doomed", "#!/bin/bash\n", snapshot=manifest)
+    assert os.listdir(tmp_path / "runs") == []
+
+
+def test_the_script_runner_is_copied_when_the_package_has_it(
+    tmp_path: Path, code_source: Path
+) -> None:
+    runner = code_source / "scriptrun"
+    (runner / "__pycache__").mkdir(parents=True)
+    (runner / "__init__.py").write_text("")
+    (runner / "report.py").write_text("def report_epoch(): ...\n")
+    (runner / "__pycache__" / "report.cpython-311.pyc").write_bytes(b"\0")
+    run = _store(tmp_path, code_source).create_run(SPEC, "s", "#!/bin/bash\n")
+    code = Path(run.path) / "code"
+    files = sorted(p.relative_to(code).as_posix() for p in code.rglob("*") if p.is_file())
+    assert files == [
+        "ddp_tui/__init__.py",
+        "ddp_tui/scriptrun/__init__.py",
+        "ddp_tui/scriptrun/report.py",
+        "ddp_tui/trainer/__init__.py",
+        "ddp_tui/trainer/sub/x.py",
+        "ddp_tui/trainer/train.py",
+        "ddp_tui_report.py",
+    ]
+    assert (code / "ddp_tui_report.py").read_bytes() == (runner / "report.py").read_bytes()

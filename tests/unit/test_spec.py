@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ddp_tui.sbatch_templates import render_training
+from ddp_tui.spec import FIELDS as DESCRIPTIONS
 from ddp_tui.spec import (
     ExperimentSpec,
     FieldError,
@@ -154,12 +155,31 @@ BAD: list[tuple[str, Any, str]] = [
     ("nccl_env", {"SLURM_PROCID": "0"}, "set by the job script"),
     ("nccl_env", {"NCCL_DEBUG": "INFO\nrm -rf ~"}, "newlines"),
     ("nccl_env", "NCCL_DEBUG=INFO", "must map NAME to value"),
+    ("entry", "notebook", "trainer, script"),
+    ("script", "-m a b", "-m package.module"),
+    ("script", "--help", "-m package.module"),
+    ("script", "train.py\n--x", "newlines"),
+    ("script_args", "--name 'unclosed", "split into shell words"),
+    ("script_args", "a\x00b", "control characters"),
+    ("project_dir", "p\nq", "newlines"),
+    ("code_mode", "copy", "snapshot, in-place"),
+    ("snapshot_max_mb", 0, "from 1 to"),
+    ("metrics", "nope", "epoch-line"),
+    ("metrics", "regex:(unclosed", "regex"),
+    ("metrics", "regex:loss (?P<zzz>\\d+)", "epoch"),
+    ("metrics", "csv:", "csv"),
+    ("metrics_columns", {"a": "not a column"}, "letters, digits and _"),
+    ("metrics_columns", {"a b": "train_loss"}, "without spaces"),
+    ("metrics_columns", (("a", "x"), ("b", "x")), "mapped twice"),
+    ("samples_per_epoch", 0, "from 1 to"),
 ]
 
 
 @pytest.mark.parametrize(("field", "value", "words"), BAD)
 def test_each_bad_value_is_named_with_what_is_allowed(field: str, value: Any, words: str) -> None:
-    spec = dataclasses.replace(ExperimentSpec(), **{field: value})
+    script = DESCRIPTIONS[field].applies == "script" or field == "entry"
+    base = ExperimentSpec(entry="script", script="train.py") if script else ExperimentSpec()
+    spec = dataclasses.replace(base, **{field: value})
     errors = validate(spec)
     assert fields_of(errors) == [field], errors
     assert words in errors[0].message

@@ -19,7 +19,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ddp_tui.sbatch_templates import render_preflight, render_training, trainer_args
+from ddp_tui.sbatch_templates import (
+    render_preflight,
+    render_training,
+    script_launch_args,
+    trainer_args,
+)
 from ddp_tui.spec import (
     BACKENDS,
     BUILTIN_DATASETS,
@@ -69,6 +74,31 @@ def ints(lo: int, hi: int) -> st.SearchStrategy[int]:
 # field -> (valid-ish values, wild values)
 STRATS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "name": (st.sampled_from(["exp", "r50-8gpu", "a.b_c"]), nasty),
+    "entry": (st.sampled_from(["trainer", "script"]), nasty),
+    # A snapshot's paths are absolute once planned; in place they are the cluster's.
+    "script": (
+        st.sampled_from(["/home/u/proj/train.py", "/home/u/proj/src/t r.py", "-m pkg.train"]),
+        st.one_of(nasty, nasty.map(lambda t: "-m " + t)),
+    ),
+    "script_args": (
+        st.sampled_from(["", "--epochs 3 --lr 0.1", "--name 'a b' --out=~/x $HOME"]),
+        st.one_of(nasty, wrong_type),
+    ),
+    "project_dir": (st.sampled_from(["/home/u/proj", "~/proj"]), nasty),
+    "code_mode": (st.sampled_from(["snapshot", "in-place"]), nasty),
+    "snapshot_max_mb": (ints(1, 1000), st.one_of(ints(-1, 0), wrong_type)),
+    "metrics": (
+        st.sampled_from(["auto", "epoch-line", "regex:loss=(?P<train_loss>\\S+) $x", "csv:a b.csv"]),
+        st.one_of(nasty, nasty.map(lambda t: "regex:" + t), wrong_type),
+    ),
+    "metrics_columns": (
+        st.sampled_from([(), (("train_loss_epoch", "train_loss"), ("val/acc", "val_acc"))]),
+        st.one_of(
+            st.dictionaries(nasty, nasty, max_size=2).map(lambda d: tuple(d.items())),
+            wrong_type,
+        ),
+    ),
+    "samples_per_epoch": (st.one_of(st.none(), ints(1, 10**6)), ints(-1, 0)),
     "model": (st.sampled_from(["mlp", "simple_cnn", "resnet18", "pkg.mod:fn"]), nasty),
     "dataset": (st.sampled_from(["synthetic", "mnist", "cifar10"]), nasty),
     "data_root": (st.sampled_from(["", "~/data", "/scratch/d s"]), nasty),
@@ -217,6 +247,9 @@ def test_each_spec_is_refused_by_field_or_renders_valid_bash(spec: ExperimentSpe
 
 #: A wild value in the key field may also (or instead) be reported on these related fields.
 RELATED: dict[str, set[str]] = {
+    "entry": {"script"},  # a script entry needs a script
+    "script": {"project_dir"},  # -m module in place needs the directory it runs from
+    "code_mode": {"project_dir"},
     "time_limit": {"signal_lead_sec"},
     "epochs": {"warmup_epochs"},
     "dataset": {"task", "target", "data_root"},
@@ -243,10 +276,9 @@ def module_fake_bin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield make_fake_bin(tmp_path_factory.mktemp("fakes"))
 
 
-def _launched_args(job: Job) -> list[str]:
+def _launched_args(job: Job, module: str) -> list[str]:
     (argv,) = job.argv("srun") or job.argv("python")
-    module = argv.index("ddp_tui.trainer")
-    return argv[module + 1 :]
+    return argv[argv.index(module) + 1 :]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -266,15 +298,17 @@ def test_valid_specs_run_and_hand_every_value_over_intact(
         venv = Path(tmp, "venv", "bin")
         venv.mkdir(parents=True)
         (venv / "python").symlink_to(module_fake_bin / "python3")
-        job = Job(Path(tmp), module_fake_bin, render_training(spec, f"{tmp}/run"))
+        run = f"{tmp}/run"
+        job = Job(Path(tmp), module_fake_bin, render_training(spec, run))
         rc, out = job.run(DDP_TUI_SCHEDULER="local")
         assert rc == 0, out
         assert not list(Path(tmp).rglob("pwned")), out
         # The job's HOME is tmp; a leading ~/ means it, as it would at a shell.
-        expected = [
-            tmp + a[1:] if a == "~" or a.startswith("~/") else a for a in trainer_args(spec)
-        ]
-        assert _launched_args(job) == ["--run-dir", f"{tmp}/run", *expected]
+        script = spec.entry == "script"
+        words = script_launch_args(spec, run) if script else trainer_args(spec)
+        expected = [tmp + a[1:] if a == "~" or a.startswith("~/") else a for a in words]
+        module = "ddp_tui.scriptrun" if script else "ddp_tui.trainer"
+        assert _launched_args(job, module) == ["--run-dir", run, *expected]
         env = job.environ("srun" if spec.needs_slurm else "py")
         for key, value in spec.nccl_env:
             assert env[key] == value

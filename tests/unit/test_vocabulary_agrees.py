@@ -42,3 +42,9 @@ def test_each_choice_of_the_spec_is_one_the_trainer_takes(
     option: str, names: tuple[str, ...]
 ) -> None:
     assert _choices(option) == names
+
+
+def test_metrics_sources_are_the_script_runners_presets() -> None:
+    from ddp_tui.scriptrun import presets
+
+    assert vocabulary.METRICS_SOURCES == presets.METRICS_PRESETS

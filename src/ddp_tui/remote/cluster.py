@@ -38,6 +38,7 @@ from ddp_tui.remote.runs import (
     RunStoreError,
     new_run_id,
 )
+from ddp_tui.remote.scripts import prepare_script
 from ddp_tui.remote.scheduler import (
     AccountingUnavailable,
     PartitionInfo,
@@ -61,7 +62,8 @@ if TYPE_CHECKING:
     from ddp_tui.config import Profile
 
 SACCT_FILE = "sacct.txt"
-CHECKPOINT_FILE = "checkpoints/latest.pt"
+CHECKPOINTS_DIR = "checkpoints"
+CHECKPOINT_FILE = f"{CHECKPOINTS_DIR}/latest.pt"
 
 
 class Cluster:
@@ -188,9 +190,23 @@ class Cluster:
                     f"cluster: sinfo did not answer ({' '.join(str(exc).split())})"
                 )
         errors = spec_errors(spec, self.scheduler.name, parts)
+        snapshot = None
+        script_fields = {"script", "project_dir", "code_mode", "snapshot_max_mb"}
+        if kind == "train" and spec.entry == "script":
+            if not any(e.field in script_fields for e in errors):
+                prep = prepare_script(spec, self.executor)
+                spec, snapshot = prep.spec, prep.snapshot
+                errors += prep.errors
         ref = self.store.ref(new_run_id(spec.name))
         return make_plan(
-            spec, kind, group, errors, run_id=ref.run_id, run_dir=ref.path, warnings=warnings
+            spec,
+            kind,
+            group,
+            errors,
+            run_id=ref.run_id,
+            run_dir=ref.path,
+            warnings=warnings,
+            snapshot=snapshot,
         )
 
     def plan_sweep(
@@ -220,6 +236,7 @@ class Cluster:
                 plan.group,
                 kind=plan.kind,
                 run_id=plan.run_id,
+                snapshot=plan.snapshot,
             )
         except RunExists as exc:
             raise ValidationFailed(
@@ -471,15 +488,25 @@ class Cluster:
         if job_id and status is not None and status.state.is_terminal:
             self._save_accounting(info.ref, job_id)
         ref, preflight = info.ref, info.kind == "preflight"
-        ckpt = None if preflight else self.executor.stat(ref.file(CHECKPOINT_FILE))
+        spec = spec_of(info)
+        script = not preflight and spec.entry == "script"
+        ckpt = None if preflight or script else self.executor.stat(ref.file(CHECKPOINT_FILE))
         files = RunFiles(
             run_json=self.store.read_run_json(ref),
             preflight=self.store.read_json(ref, PREFLIGHT_FILE) if preflight else None,
             metrics=() if preflight else self.store.read_metrics(ref),
             checkpoint_bytes=ckpt.size if ckpt else None,
             accounting_saved=self.executor.stat(ref.file(SACCT_FILE)) is not None,
+            script_checkpoints=self._listing(ref.file(CHECKPOINTS_DIR)) if script else None,
         )
-        return verify_run(spec_of(info), info.kind, job_id, status, files)
+        return verify_run(spec, info.kind, job_id, status, files)
+
+    def _listing(self, path: str) -> tuple[str, ...]:
+        """The names in a directory of a run ((): none, or no such directory)."""
+        try:
+            return tuple(self.executor.listdir(path))
+        except (OSError, ExecutorError):
+            return ()
 
     # -- compare ------------------------------------------------------------------------
 

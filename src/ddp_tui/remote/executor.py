@@ -1,24 +1,59 @@
 """Run commands and touch files on the machine that holds the runs.
 
 One interface, two implementations: :class:`LocalExecutor` here, and the SSH one in
-``ssh.py``. Everything that talks to a cluster goes through an ``Executor`` so the
+``ssh/``. Everything that talks to a cluster goes through an ``Executor`` so the
 same code serves the login node and a laptop.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import stat as stat_mod
 import subprocess
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddp_tui.errors import DdpTuiError
+
+#: What :meth:`Executor.upload_tree` leaves out: byte-code caches, rebuilt on the target.
+CACHE_DIRS = frozenset({"__pycache__"})
+CACHE_SUFFIXES = (".pyc", ".pyo")
+
+
+def walk_files(
+    root: Path,
+    *,
+    skip_dirs: Collection[str] = CACHE_DIRS,
+    skip_suffixes: tuple[str, ...] = CACHE_SUFFIXES,
+) -> Iterator[tuple[str, str]]:
+    """Every file under the local directory ``root`` as (path, POSIX path relative to
+    ``root``), sorted, without the directories named in ``skip_dirs`` or the files ending
+    in ``skip_suffixes``. Symlinked directories are not entered (they could loop); a
+    symlink to a file is listed like a file."""
+    for current, dirs, files in os.walk(root):
+        dirs[:] = sorted(
+            d for d in dirs if d not in skip_dirs and not os.path.islink(os.path.join(current, d))
+        )
+        rel = os.path.relpath(current, root)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        for name in sorted(files):
+            if not name.endswith(skip_suffixes):
+                yield os.path.join(current, name), prefix + name
+
+
+def check_arcname(arcname: str) -> str:
+    """``arcname`` if it is a plain relative POSIX path (no ``..``, not absolute), so an
+    upload can never write outside its destination."""
+    parts = arcname.split("/")
+    if not arcname or arcname.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"not a relative file name: {arcname!r}")
+    return arcname
 
 
 class ExecutorError(DdpTuiError):
@@ -133,8 +168,17 @@ class Executor(ABC):
         """Delete ``path`` recursively; absent is fine."""
 
     @abstractmethod
+    def upload_files(self, files: Sequence[tuple[str, str]], dst: str) -> int:
+        """Copy each local file ``path`` to ``dst/arcname`` on the target, given as
+        (path, arcname) pairs (arcnames relative, POSIX), making the directories on the
+        way and keeping the modes; symlinks are followed. Returns the bytes sent."""
+
     def upload_tree(self, local_src: Path, dst: str) -> None:
-        """Copy the local directory ``local_src`` to ``dst`` on the target."""
+        """Copy the local directory ``local_src`` (without ``__pycache__``/``*.pyc``)
+        into ``dst`` on the target, merging with what is there."""
+        if not Path(local_src).is_dir():
+            raise FileNotFoundError(errno.ENOENT, "not a directory", str(local_src))
+        self.upload_files(list(walk_files(Path(local_src))), dst)
 
     def append(self, path: str, data: bytes) -> None:
         """Append ``data`` to ``path`` (read-modify-write; small files only)."""
@@ -256,13 +300,18 @@ class LocalExecutor(Executor):
     def remove_tree(self, path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
-    def upload_tree(self, local_src: Path, dst: str) -> None:
-        shutil.copytree(
-            local_src,
-            dst,
-            dirs_exist_ok=True,
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-        )
+    def upload_files(self, files: Sequence[tuple[str, str]], dst: str) -> int:
+        sent = 0
+        made: set[str] = set()
+        for path, arcname in files:
+            target = os.path.join(dst, *check_arcname(arcname).split("/"))
+            parent = os.path.dirname(target)
+            if parent not in made:
+                os.makedirs(parent, exist_ok=True)
+                made.add(parent)
+            shutil.copy2(path, target)
+            sent += os.path.getsize(target)
+        return sent
 
     def append(self, path: str, data: bytes) -> None:
         # O_APPEND writes of one small line are atomic on local filesystems.

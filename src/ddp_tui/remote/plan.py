@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ddp_tui.errors import DdpTuiError
+from ddp_tui.remote.snapshot import SnapshotManifest
 from ddp_tui.sbatch_templates import render_preflight, render_training
 from ddp_tui.spec import (
     ExperimentSpec,
@@ -39,6 +40,9 @@ class SubmitPlan:
     script: str  # byte for byte the job.sbatch that submit writes ("" when not ok)
     errors: tuple[FieldError, ...]
     warnings: tuple[str, ...] = ()
+    #: A user's script: the project files submit copies into the run (None: in place, or
+    #: the built-in trainer).
+    snapshot: SnapshotManifest | None = None
 
     @property
     def ok(self) -> bool:
@@ -97,6 +101,7 @@ def make_plan(
     run_id: str,
     run_dir: str,
     warnings: Sequence[str] = (),
+    snapshot: SnapshotManifest | None = None,
 ) -> SubmitPlan:
     """The plan of an already checked spec (``errors`` from :func:`spec_errors`): its
     script is rendered once, for ``run_dir``, without validating the spec again.
@@ -109,7 +114,7 @@ def make_plan(
         script = render(spec, run_dir, checked=True)
     except SpecError as exc:  # the runs root cannot go on #SBATCH lines
         return SubmitPlan(spec, kind, group, "", "", "", tuple(exc.errors), notes)
-    return SubmitPlan(spec, kind, group, run_id, run_dir, script, (), notes)
+    return SubmitPlan(spec, kind, group, run_id, run_dir, script, (), notes, snapshot)
 
 
 def sweep_specs(

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import shutil
-import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -19,8 +18,16 @@ from typing import Any
 
 import ddp_tui
 from ddp_tui.errors import DdpTuiError
-from ddp_tui.remote.executor import Batch, CommandResult, Executor, FileRead, ReadResult
+from ddp_tui.remote.executor import (
+    Batch,
+    CommandResult,
+    Executor,
+    FileRead,
+    ReadResult,
+    walk_files,
+)
 from ddp_tui.remote.history import split_job_lines
+from ddp_tui.remote.snapshot import SnapshotManifest
 from ddp_tui.remote.tail import IncrementalFile, MetricsRow, parse_json_lines, parse_metrics_csv
 
 SPEC_FILE = "spec.json"
@@ -31,6 +38,14 @@ METRICS_FILE = "metrics.csv"
 PROGRESS_FILE = "progress.jsonl"
 PREFLIGHT_FILE = "preflight.json"
 CODE_DIR = "code"
+#: The user's project, snapshotted at submit (see :mod:`ddp_tui.remote.snapshot`).
+PROJECT_DIR = "project"
+SNAPSHOT_FILE = "snapshot.json"
+#: One line per rank and attempt, written by the script wrapper (ddp_tui.scriptrun).
+RANKS_FILE = "ranks.jsonl"
+#: The reporting helper, also copied to the top of ``code/`` so a user's script does
+#: ``from ddp_tui_report import report_epoch`` (``PYTHONPATH`` starts with ``code``).
+REPORT_MODULE = "ddp_tui_report.py"
 
 #: "<UTC yyyymmdd-HHMMSS>-<name>-<4 hex>"
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[A-Za-z0-9_.-]+-[0-9a-f]{4}$")
@@ -122,6 +137,17 @@ class RunInfo:
         return self.jobs[-1] if self.jobs else None
 
 
+@dataclass(frozen=True)
+class Upload:
+    """What :meth:`RunStore.create_run` sent: ``code/`` and ``project/`` together."""
+
+    code_files: int
+    project_files: int
+    #: Bytes sent (over SSH: the tar stream, headers included).
+    bytes: int
+    seconds: float
+
+
 @dataclass
 class _Cached:
     spec_json: dict[str, Any]
@@ -145,6 +171,8 @@ class RunStore:
         #: The ``ddp_tui`` package directory to snapshot (its __init__.py and trainer/).
         self.code_source = code_source or package_dir()
         self._cache: dict[str, _Cached] = {}
+        #: What the last successful :meth:`create_run` uploaded (for "uploaded in 0.4 s").
+        self.last_upload: Upload | None = None
         #: Run directories listed but not read yet (see ``max_new`` of :meth:`apply_listing`).
         self.unread = 0
 
@@ -166,6 +194,7 @@ class RunStore:
         *,
         kind: str = "train",
         run_id: str | None = None,
+        snapshot: SnapshotManifest | None = None,
     ) -> RunRef:
         """Create a complete run directory, or nothing at all.
 
@@ -176,6 +205,10 @@ class RunStore:
         ``run_id`` is one allocated earlier (a submit plan's, whose script already names
         its directory); :class:`RunExists` is raised, and nothing touched, when that
         directory exists. Without it a free id is allocated here.
+
+        ``snapshot``'s files go to ``project/`` and its record to ``snapshot.json``; they
+        travel with ``code/`` in one upload (one round trip over SSH), described after
+        by :attr:`last_upload`.
         """
         try:
             self.executor.makedirs(self.root)
@@ -206,11 +239,19 @@ class RunStore:
             )
             self.executor.write_atomic(_join(tmp, SCRIPT_FILE), script.encode(), mode=0o755)
             self.executor.write_atomic(_join(tmp, JOBS_FILE), b"")
-            self._upload_code(_join(tmp, CODE_DIR))
+            upload = self._upload(tmp, snapshot)
+            if snapshot is not None:
+                if not snapshot.files:  # the job still starts in project/
+                    self.executor.makedirs(_join(tmp, PROJECT_DIR))
+                record = snapshot.to_json(upload_sec=upload.seconds)
+                self.executor.write_atomic(
+                    _join(tmp, SNAPSHOT_FILE), (json.dumps(record, indent=2) + "\n").encode()
+                )
             self.executor.rename(tmp, final)
         except BaseException:
             self.executor.remove_tree(tmp)
             raise
+        self.last_upload = upload
         return RunRef(run_id, final)
 
     def _free_run_id(self, name: str) -> tuple[str, str]:
@@ -222,20 +263,32 @@ class RunStore:
         # pragma: no cover - 10 collisions of 16 random bits in one second
         raise RunStoreError(f"could not find a free run id for {name!r}")
 
-    def _upload_code(self, dst: str) -> None:
+    def code_files(self) -> list[tuple[str, str]]:
+        """The job-side code every run gets, as (local path, arcname under ``code/``):
+        ``ddp_tui/__init__.py``, ``ddp_tui/trainer/``, and where it exists
+        ``ddp_tui/scriptrun/`` with its reporting helper again as ``ddp_tui_report.py``.
+        Not the rest of the package: the jobs need neither the app nor its dependencies."""
         src = self.code_source
         init = src / "__init__.py"
         trainer = src / "trainer"
         if not init.is_file() or not trainer.is_dir():
             raise RunStoreError(f"the ddp_tui trainer package is missing under {src}")
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
-        # Stage a clean copy locally, so every executor uploads exactly this tree.
-        with tempfile.TemporaryDirectory(prefix="ddp-tui-code-") as staging:
-            pkg = Path(staging) / "ddp_tui"
-            pkg.mkdir()
-            shutil.copy2(init, pkg / "__init__.py")
-            shutil.copytree(trainer, pkg / "trainer", ignore=ignore)
-            self.executor.upload_tree(Path(staging), dst)
+        files = [(str(init), "ddp_tui/__init__.py")]
+        files += [(p, f"ddp_tui/trainer/{arc}") for p, arc in walk_files(trainer)]
+        scriptrun = src / "scriptrun"
+        if scriptrun.is_dir():
+            files += [(p, f"ddp_tui/scriptrun/{arc}") for p, arc in walk_files(scriptrun)]
+            report = scriptrun / "report.py"
+            if report.is_file():
+                files.append((str(report), REPORT_MODULE))
+        return files
+
+    def _upload(self, run_dir: str, snapshot: SnapshotManifest | None) -> Upload:
+        code = [(p, f"{CODE_DIR}/{arc}") for p, arc in self.code_files()]
+        project = [(p, f"{PROJECT_DIR}/{arc}") for p, arc in (snapshot.files if snapshot else ())]
+        start = time.monotonic()
+        sent = self.executor.upload_files(code + project, run_dir)
+        return Upload(len(code), len(project), sent, time.monotonic() - start)
 
     # -- jobs.jsonl ---------------------------------------------------------
 

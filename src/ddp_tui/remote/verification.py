@@ -35,6 +35,8 @@ class RunFiles:
     preflight: Mapping[str, Any] | None = None  # preflight.json (preflight runs)
     metrics: Sequence[Mapping[str, float | None]] = ()  # metrics.csv rows (training runs)
     checkpoint_bytes: int | None = None  # checkpoints/latest.pt's size; None: absent
+    #: A user's script: the files it left in its checkpoint directory (None: not looked).
+    script_checkpoints: tuple[str, ...] | None = None
     accounting_saved: bool = False  # sacct.txt exists
 
 
@@ -55,6 +57,19 @@ def verify_run(
     else:
         epochs = [int(e) for r in files.metrics if (e := r.get("epoch")) is not None]
         checks += training_checks(spec, state, files.run_json, epochs, files.checkpoint_bytes)
+        if spec.entry == "script":
+            # A script keeps its checkpoints as it likes (or not at all): list what it left.
+            checks = [c for c in checks if c.name != "a checkpoint exists"]
+            if files.script_checkpoints:
+                names = ", ".join(sorted(files.script_checkpoints)[:3])
+                more = len(files.script_checkpoints) - 3
+                checks.append(
+                    Check(
+                        "a checkpoint exists",
+                        True,
+                        f"checkpoints/: {names}" + (f" and {more} more" if more > 0 else ""),
+                    )
+                )
     checks.append(accounting_check(state.is_terminal, files.accounting_saved))
     return checks
 

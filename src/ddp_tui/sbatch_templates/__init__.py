@@ -9,6 +9,7 @@ the local scheduler (``bash job.sbatch``, where the ``#SBATCH`` lines are commen
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from pathlib import Path
@@ -30,9 +31,16 @@ __all__ = [
     "render_preflight",
     "render_training",
     "sbatch_directives",
+    "script_launch_args",
     "shquote",
     "trainer_args",
 ]
+
+#: The module every worker of a user's script runs: it starts the script and, on rank 0,
+#: copies its stdout to the log and parses it into metrics.csv (``ddp_tui.scriptrun``).
+SCRIPT_RUNNER: Final = "ddp_tui.scriptrun"
+#: Where a snapshot of the user's project lands in the run directory (runs.PROJECT_DIR).
+PROJECT_SUBDIR: Final = "project"
 
 #: A preflight only checks collectives; a short limit also lets it backfill sooner.
 PREFLIGHT_MAX_MINUTES: Final = 15
@@ -141,6 +149,41 @@ def trainer_args(spec: ExperimentSpec) -> list[str]:
     return args
 
 
+def script_target(spec: ExperimentSpec) -> tuple[str, list[str]]:
+    """Where a user's script runs from, and what python is given to run it there.
+
+    A snapshot's paths are the app machine's absolute paths (the plan resolves them); the
+    script runs from the project's copy in the run directory. In place, the script runs where
+    it is on the cluster, from the project directory or else its own directory."""
+    s = spec
+    module = s.script.startswith("-")
+    target = ["-m", s.script.split(None, 1)[1].strip()] if module else [s.script]
+    if s.code_mode == "snapshot":
+        if not module:
+            project = s.project_dir or posixpath.dirname(s.script) or "."
+            target = [posixpath.relpath(s.script, project)]
+        return PROJECT_SUBDIR, target
+    return s.project_dir or posixpath.dirname(s.script) or ".", target
+
+
+def script_launch_args(spec: ExperimentSpec, run_dir: str) -> list[str]:
+    """The wrapper's arguments for a user's script (without ``--run-dir``), unquoted:
+    its options, ``--``, then the script (or ``-m module``) and the script's own words."""
+    s = spec
+    cwd, target = script_target(s)
+    if cwd == PROJECT_SUBDIR:
+        cwd = f"{run_dir}/{PROJECT_SUBDIR}"
+    args = ["--cwd", cwd, "--metrics", s.metrics]
+    for src, dst in s.metrics_columns:
+        args += ["--column", f"{src}={dst}"]
+    if s.samples_per_epoch is not None:
+        args += ["--samples-per-epoch", str(s.samples_per_epoch)]
+    args += ["--epochs", str(s.epochs), "--world-size", str(s.world_size), "--backend", s.backend]
+    if s.launcher == "srun":
+        args.append("--local-env-from-slurm")
+    return [*args, "--", *target, *shlex.split(s.script_args)]
+
+
 def sbatch_directives(
     spec: ExperimentSpec,
     run_dir: str,
@@ -216,6 +259,7 @@ def _context(
         mode = "torchrun_single"
     return {
         "title": title,
+        "script": module == SCRIPT_RUNNER,
         "spec": s,
         "run_dir": run_dir,
         "directives": directives,
@@ -239,11 +283,12 @@ def render_training(spec: ExperimentSpec, run_dir: str, *, checked: bool = False
     ``checked=True`` says the caller has validated ``spec`` already (a submit plan), so it
     is not validated again; ``run_dir`` always is."""
     _check(spec, run_dir, checked=checked)
+    script = spec.entry == "script"
     ctx = _context(
         spec,
         run_dir,
-        module="ddp_tui.trainer",
-        args=trainer_args(spec),
+        module=SCRIPT_RUNNER if script else "ddp_tui.trainer",
+        args=script_launch_args(spec, run_dir) if script else trainer_args(spec),
         directives=sbatch_directives(spec, run_dir),
         requeue=spec.requeue,
         title="training",

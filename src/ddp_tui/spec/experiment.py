@@ -23,20 +23,24 @@ from ddp_tui.spec.vocabulary import (
     BUILTIN_DATASETS,
     BUILTIN_MODELS,
     CALLABLE_PATTERN,
+    CODE_MODES,
     CONSTRAINT_PATTERN,
     DEVICES,
+    ENTRIES,
     LABEL_FIELDS,
     LAUNCHERS,
     LR_SCALINGS,
     MAX_NODES,
     MAX_PROCS_PER_NODE,
     MEM_PATTERN,
+    METRICS_SOURCES,
     MODEL_PATTERN,
     NAME_PATTERN,
     OPTIMIZERS,
     PARTITION_PATTERN,
     PRECISIONS,
     SCHEDULES,
+    SECTION_ENTRY,
     SECTION_ENV,
     SECTION_OPTIM,
     SECTION_PREEMPT,
@@ -55,10 +59,10 @@ from ddp_tui.spec.vocabulary import (
 class ExperimentSpec:
     """Everything one DDP run is: what to train, on how much, where, and how to start it."""
 
-    # what to train
+    # the run's label, and what the job runs
     name: str = describe(
         "experiment",
-        SECTION_TRAIN,
+        SECTION_ENTRY,
         "Name",
         "a label for the run: its directory and job name",
         syntax="NAME",
@@ -67,6 +71,107 @@ class ExperimentSpec:
         max_len=64,
         required=True,
         hint="letters, digits, _ . -",
+    )
+    entry: str = describe(
+        "trainer",
+        SECTION_ENTRY,
+        "Entry",
+        "what the job runs: ddp-tui's built-in trainer, or your own torchrun-ready script",
+        choices=ENTRIES,
+    )
+    script: str = describe(
+        "",
+        SECTION_ENTRY,
+        "Script",
+        "your training script: a .py file, or -m package.module run from the project directory",
+        syntax="PATH",
+        check="script",
+        max_len=4096,
+        hint="train.py or -m pkg.train",
+        applies="script",
+    )
+    script_args: str = describe(
+        "",
+        SECTION_ENTRY,
+        "Script args",
+        "the script's arguments as one shell line; each word is quoted into the job script",
+        syntax="ARGS",
+        check="script_args",
+        max_len=8192,
+        hint="e.g. --epochs 3 --lr 0.1",
+        applies="script",
+    )
+    project_dir: str = describe(
+        "",
+        SECTION_ENTRY,
+        "Project dir",
+        "snapshot: the directory copied into the run, where the script runs from; in-place: "
+        "the directory on the cluster the script runs in",
+        empty="the script's directory",
+        syntax="PATH",
+        max_len=4096,
+        hint="empty: the script's directory",
+        applies="script",
+    )
+    code_mode: str = describe(
+        "snapshot",
+        SECTION_ENTRY,
+        "Code",
+        "snapshot: copy the project into the run, so a retry runs the same code; in-place: run "
+        "the script where it is on the cluster, so a retry runs whatever is there then",
+        choices=CODE_MODES,
+        applies="script",
+    )
+    snapshot_max_mb: int = describe(
+        100,
+        SECTION_ENTRY,
+        "Snapshot cap (MB)",
+        "refuse to snapshot a project bigger than this",
+        unit="MB",
+        minimum=1,
+        maximum=100_000,
+        hint="largest snapshot",
+        applies="script",
+    )
+    metrics: str = describe(
+        "auto",
+        SECTION_ENTRY,
+        "Metrics from",
+        "where the script's metrics come from: a preset for what it prints (auto tries the "
+        "reporting helper and every preset)",
+        choices=METRICS_SOURCES,
+        others=(
+            "regex:PATTERN with named groups (epoch, train_loss, val_acc, ...)",
+            "csv:PATH of a CSV the script writes",
+        ),
+        syntax="SOURCE",
+        check="metrics",
+        max_len=4096,
+        hint="regex:PATTERN or csv:PATH",
+        applies="script",
+    )
+    metrics_columns: tuple[tuple[str, str], ...] = describe(
+        (),
+        SECTION_ENTRY,
+        "Column map",
+        "for csv: and regex: metrics, SOURCE=COLUMN pairs that name metrics.csv's column for "
+        "each of the source's, e.g. train_loss_epoch=train_loss",
+        syntax="SRC=COLUMN...",
+        check="metrics_columns",
+        max_len=256,
+        hint="src=column ...",
+        applies="script",
+    )
+    samples_per_epoch: int | None = describe(
+        None,
+        SECTION_ENTRY,
+        "Samples/epoch",
+        "samples in one epoch over all ranks, for throughput when the script reports none",
+        empty="as the script reports",
+        minimum=1,
+        maximum=10**12,
+        hint="for throughput",
+        applies="script",
     )
     model: str = describe(
         "simple_cnn",
@@ -84,6 +189,7 @@ class ExperimentSpec:
         max_len=200,
         required=True,
         hint="torchvision name or pkg.module:function",
+        applies="trainer",
     )
     dataset: str = describe(
         "synthetic",
@@ -97,6 +203,7 @@ class ExperimentSpec:
         pattern=CALLABLE_PATTERN,
         max_len=200,
         hint="pkg.module:function",
+        applies="trainer",
     )
     data_root: str = describe(
         "",
@@ -107,12 +214,14 @@ class ExperimentSpec:
         syntax="PATH",
         max_len=4096,
         hint="directory or file (imagefolder, tabular)",
+        applies="trainer",
     )
     download: bool = describe(
         False,
         SECTION_TRAIN,
         "Download data",
         "download a torchvision dataset into data root first (needs internet on the node)",
+        applies="trainer",
     )
     task: str = describe(
         "classification",
@@ -121,6 +230,7 @@ class ExperimentSpec:
         "what the model predicts; tabular trains as regression, the other built-in datasets "
         "as classification",
         choices=TASKS,
+        applies="trainer",
     )
     target: str = describe(
         "",
@@ -130,6 +240,7 @@ class ExperimentSpec:
         syntax="COLUMN",
         max_len=256,
         hint="tabular: the column to predict",
+        applies="trainer",
     )
     num_classes: int | None = describe(
         None,
@@ -140,6 +251,7 @@ class ExperimentSpec:
         minimum=2,
         maximum=1_000_000,
         hint="empty: from the dataset",
+        applies="trainer",
     )
     synthetic_samples: int | None = describe(
         None,
@@ -150,6 +262,7 @@ class ExperimentSpec:
         minimum=1,
         maximum=100_000_000,
         hint="empty: trainer default",
+        applies="trainer",
     )
     synthetic_val_samples: int | None = describe(
         None,
@@ -160,6 +273,7 @@ class ExperimentSpec:
         minimum=1,
         maximum=100_000_000,
         hint="empty: trainer default",
+        applies="trainer",
     )
     synthetic_shape: str = describe(
         "",
@@ -173,6 +287,7 @@ class ExperimentSpec:
         pattern_words="C,H,W (1 to 3 positive integers up to 9999, e.g. 1,28,28)",
         max_len=20,
         hint="C,H,W e.g. 1,28,28",
+        applies="trainer",
     )
     # size and launch
     nodes: int = describe(
@@ -293,7 +408,13 @@ class ExperimentSpec:
     )
     # optimisation
     epochs: int = describe(
-        10, SECTION_OPTIM, "Epochs", "passes over the training data", minimum=1, maximum=100_000
+        10,
+        SECTION_OPTIM,
+        "Epochs",
+        "passes over the training data; for a script, the epochs it is expected to reach "
+        "(progress and verify)",
+        minimum=1,
+        maximum=100_000,
     )
     batch_per_gpu: int = describe(
         64,
@@ -303,6 +424,7 @@ class ExperimentSpec:
         unit="samples",
         minimum=1,
         maximum=1_000_000,
+        applies="trainer",
     )
     lr: float | None = describe(
         None,
@@ -313,6 +435,7 @@ class ExperimentSpec:
         minimum=0,
         maximum=100,
         hint="empty: 0.05 for sgd, 1e-3 for adamw",
+        applies="trainer",
     )
     lr_scaling: str = describe(
         "none",
@@ -320,6 +443,7 @@ class ExperimentSpec:
         "LR scaling",
         "linear: lr times the global batch over base batch",
         choices=LR_SCALINGS,
+        applies="trainer",
     )
     base_batch: int | None = describe(
         None,
@@ -331,9 +455,15 @@ class ExperimentSpec:
         minimum=1,
         maximum=100_000_000,
         hint="for linear scaling; empty: none",
+        applies="trainer",
     )
     optimizer: str = describe(
-        "sgd", SECTION_OPTIM, "Optimizer", "the optimizer", choices=OPTIMIZERS
+        "sgd",
+        SECTION_OPTIM,
+        "Optimizer",
+        "the optimizer",
+        choices=OPTIMIZERS,
+        applies="trainer",
     )
     schedule: str = describe(
         "cosine",
@@ -341,6 +471,7 @@ class ExperimentSpec:
         "Schedule",
         "the learning-rate schedule after the warm-up",
         choices=SCHEDULES,
+        applies="trainer",
     )
     warmup_epochs: int = describe(
         0,
@@ -349,6 +480,7 @@ class ExperimentSpec:
         "epochs of linear learning-rate warm-up, fewer than epochs",
         minimum=0,
         maximum=100_000,
+        applies="trainer",
     )
     precision: str = describe(
         "auto",
@@ -356,6 +488,7 @@ class ExperimentSpec:
         "Precision",
         "mixed precision; auto: bf16 on a GPU that supports it, fp32 on the CPU; fp16 needs a GPU",
         choices=PRECISIONS,
+        applies="trainer",
     )
     workers: int = describe(
         2,
@@ -364,6 +497,7 @@ class ExperimentSpec:
         "data-loader processes per training process",
         minimum=0,
         maximum=256,
+        applies="trainer",
     )
     seed: int = describe(
         0,
@@ -372,6 +506,7 @@ class ExperimentSpec:
         "the random seed: initial weights, data order",
         minimum=0,
         maximum=2**32 - 1,
+        applies="trainer",
     )
     max_steps_per_epoch: int | None = describe(
         None,
@@ -382,6 +517,7 @@ class ExperimentSpec:
         minimum=1,
         maximum=10**9,
         hint="empty: whole epoch",
+        applies="trainer",
     )
     # preemption
     requeue: bool = describe(
@@ -443,6 +579,7 @@ class ExperimentSpec:
         check="extra_trainer_args",
         max_len=4096,
         hint="e.g. --compile",
+        applies="trainer",
     )
     nccl_env: tuple[tuple[str, str], ...] = describe(
         (),
@@ -466,6 +603,15 @@ class ExperimentSpec:
                 object.__setattr__(self, name, tuple((k, v) for k, v in env.items()))
             elif isinstance(env, list) and all(isinstance(p, list | tuple) for p in env):
                 object.__setattr__(self, name, tuple(tuple(p) for p in env))
+
+    @property
+    def workload(self) -> str:
+        """What the run trains, in a few words: ``resnet50 on cifar10``, or ``script train.py``."""
+        if self.entry == "script":
+            module = self.script.startswith("-")
+            target = self.script.split(None, 1)[-1] if module else self.script.rsplit("/", 1)[-1]
+            return f"script {target}"
+        return f"{self.model} on {self.dataset}"
 
     @property
     def world_size(self) -> int:

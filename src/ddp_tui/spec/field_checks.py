@@ -1,6 +1,7 @@
 """The named checks of the few fields a generic check cannot hold: the escape hatches
-(``env_setup``, ``extra_sbatch``, ``extra_trainer_args``, ``nccl_env``), ``python`` and
-``time_limit``. A description names one with ``check=...``; :data:`FIELD_CHECKS` maps the
+(``env_setup``, ``extra_sbatch``, ``extra_trainer_args``, ``nccl_env``), ``python``,
+``time_limit``, and a user script's ``script``, ``script_args``, ``metrics`` and
+``metrics_columns``. A description names one with ``check=...``; :data:`FIELD_CHECKS` maps the
 names to the functions.
 
 ``env_setup`` lines are the user's own shell code (``module load ...``) and run verbatim,
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping
 from typing import Final
 
+from ddp_tui.scriptrun.presets import check_metrics_source
 from ddp_tui.spec.checks import CONTROL_RE, Check, text_error
 from ddp_tui.spec.errors import FieldError
 from ddp_tui.spec.fields import FieldSpec
@@ -25,6 +28,8 @@ from ddp_tui.spec.timefmt import TIME_HELP, parse_time_limit_seconds
 from ddp_tui.spec.vocabulary import MAX_TIME_MIN
 
 _ENV_NAME_RE: Final = re.compile(r"[A-Z_][A-Z0-9_]*")
+_MODULE_RE: Final = re.compile(r"-m\s+[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_COLUMN_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 # The value is a whitelist: #SBATCH lines cannot be quoted, and sbatch itself strips quotes.
 _EXTRA_SBATCH_RE: Final = re.compile(
     r"--([a-z][a-z0-9-]{0,63})(=[A-Za-z0-9_.,:/=+@%*!&|\[\]^~-]+)?"
@@ -285,11 +290,81 @@ def check_nccl_env(field: FieldSpec, value: object) -> list[FieldError]:
     return errors
 
 
+def check_script(field: FieldSpec, value: object) -> list[FieldError]:
+    """A path (no leading ``-``, so it cannot pass for an option of python) or
+    ``-m package.module``. Whether the file exists is the plan's to check: it is on the
+    app's machine for a snapshot and on the cluster in place."""
+    error = text_error(field.name, value, max_len=field.max_len, required=False)
+    if error is None and isinstance(value, str) and value.startswith("-"):
+        if not _MODULE_RE.fullmatch(value.strip()):
+            error = FieldError(
+                field.name,
+                f"must be a path to a .py file, or -m package.module, got {value!r}",
+            )
+    return [] if error is None else [error]
+
+
+def check_script_args(field: FieldSpec, value: object) -> list[FieldError]:
+    error = text_error(field.name, value, max_len=field.max_len, required=False)
+    if error is None and isinstance(value, str):
+        try:
+            shlex.split(value)
+        except ValueError as e:
+            error = FieldError(
+                field.name, f"must split into shell words ({e}), got {value!r}"
+            )
+    return [] if error is None else [error]
+
+
+def check_metrics(field: FieldSpec, value: object) -> list[FieldError]:
+    error = text_error(field.name, value, max_len=field.max_len, required=True)
+    if error is None and isinstance(value, str):
+        problem = check_metrics_source(value)
+        if problem:
+            error = FieldError(field.name, problem)
+    return [] if error is None else [error]
+
+
+def check_metrics_columns(field: FieldSpec, value: object) -> list[FieldError]:
+    if not isinstance(value, tuple | list) or not all(
+        isinstance(p, tuple | list) and len(p) == 2 and all(isinstance(x, str) for x in p)
+        for p in value
+    ):
+        return [FieldError(field.name, f"must map SOURCE to COLUMN, got {value!r}")]
+    errors: list[FieldError] = []
+    seen: set[str] = set()
+    for src, dst in value:
+        if not src or len(src) > field.max_len or any(c.isspace() for c in src):
+            errors.append(
+                FieldError(
+                    field.name,
+                    f"a source name must be 1-{field.max_len} characters without spaces, "
+                    f"got {src!r}",
+                )
+            )
+        if not _COLUMN_RE.fullmatch(dst):
+            errors.append(
+                FieldError(
+                    field.name,
+                    f"a column must be a name of letters, digits and _ (e.g. train_loss), "
+                    f"got {dst!r}",
+                )
+            )
+        elif dst in seen:
+            errors.append(FieldError(field.name, f"column {dst} is mapped twice"))
+        seen.add(dst)
+    return errors
+
+
 FIELD_CHECKS: Final[Mapping[str, Check]] = {
     "env_setup": check_env_setup,
     "extra_sbatch": check_extra_sbatch,
     "extra_trainer_args": check_extra_trainer_args,
     "nccl_env": check_nccl_env,
+    "metrics": check_metrics,
+    "metrics_columns": check_metrics_columns,
     "python": check_python,
+    "script": check_script,
+    "script_args": check_script_args,
     "time_limit": check_time_limit,
 }

@@ -90,6 +90,9 @@ class FieldSpec:
     lines: bool = False
     #: Values a form's picker offers beside ``choices`` (``others`` stay allowed too).
     suggestions: tuple[str, ...] = ()
+    #: The entry the field is for (``trainer`` or ``script``); empty: every run. A form
+    #: shows only the fields of the chosen entry, and the trainer's own rules skip scripts.
+    applies: str = ""
 
     @property
     def allowed(self) -> str:
@@ -155,6 +158,7 @@ def describe(
     hint: str = "",
     lines: bool = False,
     suggestions: tuple[str, ...] = (),
+    applies: str = "",
 ) -> Any:
     """A dataclass field with ``default`` and its description (name and kind come later)."""
     spec = FieldSpec(
@@ -180,6 +184,7 @@ def describe(
         hint=hint,
         lines=lines,
         suggestions=suggestions,
+        applies=applies,
     )
     return dataclasses.field(default=default, metadata={_DOC: spec})
 

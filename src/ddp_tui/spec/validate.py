@@ -16,7 +16,7 @@ from ddp_tui.spec.errors import FieldError
 from ddp_tui.spec.experiment import FIELDS, ExperimentSpec
 from ddp_tui.spec.field_checks import FIELD_CHECKS
 from ddp_tui.spec.timefmt import parse_time_limit_seconds
-from ddp_tui.spec.vocabulary import DATASET_SHAPES, SYNTHETIC_DEFAULT_SHAPE
+from ddp_tui.spec.vocabulary import DATASET_SHAPES, ENTRIES, SYNTHETIC_DEFAULT_SHAPE
 
 #: Every check a description can name.
 CHECKS: Final[Mapping[str, Check]] = {**GENERIC_CHECKS, **FIELD_CHECKS}
@@ -32,23 +32,46 @@ class _Passed:
         return not any(name in self._failed for name in names)
 
 
+def _applies(spec: ExperimentSpec, applies: str) -> bool:
+    """Whether a field for ``applies`` (an entry, or "" for all) counts for ``spec``: the
+    trainer's own fields mean nothing to a script's run, and a form hides them then."""
+    return not applies or spec.entry not in ENTRIES or spec.entry == applies
+
+
 def field_errors(spec: ExperimentSpec) -> list[FieldError]:
-    """Each field against its own description, in declaration order."""
+    """Each field that applies to the spec's entry against its own description, in
+    declaration order."""
     errors: list[FieldError] = []
     for name, field in FIELDS.items():
-        errors.extend(CHECKS[field.check_name](field, getattr(spec, name)))
+        if _applies(spec, field.applies):
+            errors.extend(CHECKS[field.check_name](field, getattr(spec, name)))
     return errors
+
+
+def _trainer_only(
+    rule: Callable[[ExperimentSpec, _Passed], FieldError | None],
+) -> Callable[[ExperimentSpec, _Passed], FieldError | None]:
+    """A rule of the built-in trainer's fields, which a script's run does not use."""
+
+    def checked(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
+        return rule(s, ok) if _applies(s, "trainer") else None
+
+    checked.__name__ = rule.__name__
+    checked.__doc__ = rule.__doc__
+    return checked
 
 
 # -- the rules that relate fields ---------------------------------------------------------
 
 
+@_trainer_only
 def _data_root_required(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     if ok("dataset") and s.dataset in ("imagefolder", "tabular") and s.data_root == "":
         return FieldError("data_root", f"is required for dataset {s.dataset} (a directory or file)")
     return None
 
 
+@_trainer_only
 def _task_fits_dataset(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     # A custom dataset (pkg.module:function) may train as either.
     if ok("task", "dataset") and ":" not in s.dataset:
@@ -58,6 +81,7 @@ def _task_fits_dataset(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     return None
 
 
+@_trainer_only
 def _target_only_where_used(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     if not ok("target"):
         return None
@@ -69,12 +93,14 @@ def _target_only_where_used(s: ExperimentSpec, ok: _Passed) -> FieldError | None
     return None
 
 
+@_trainer_only
 def _no_classes_in_regression(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     if ok("num_classes") and s.num_classes is not None and s.task == "regression":
         return FieldError("num_classes", "must be empty for a regression task")
     return None
 
 
+@_trainer_only
 def _model_takes_the_samples(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     """The trainer's build_model rules (trainer/models.py), so that a model that cannot take
     the dataset's samples is refused at submit rather than when the job starts.
@@ -121,6 +147,7 @@ def _nccl_needs_cuda(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     return None
 
 
+@_trainer_only
 def _warmup_below_epochs(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     if ok("warmup_epochs", "epochs") and 0 < s.epochs <= s.warmup_epochs:
         return FieldError(
@@ -129,6 +156,7 @@ def _warmup_below_epochs(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     return None
 
 
+@_trainer_only
 def _fp16_needs_cuda(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     if ok("precision", "device") and s.precision == "fp16" and s.device == "cpu":
         return FieldError("precision", "fp16 needs device cuda; use bf16 or off on the CPU")
@@ -147,8 +175,32 @@ def _signal_lead_within_time_limit(s: ExperimentSpec, ok: _Passed) -> FieldError
     return None
 
 
+def _script_given(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
+    if ok("entry", "script") and s.entry == "script" and not s.script.strip():
+        return FieldError(
+            "script", "is required when entry is script: a .py file, or -m package.module"
+        )
+    return None
+
+
+def _module_in_place_needs_dir(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
+    # A snapshot of -m pkg.mod copies the project directory, which defaults to the one the
+    # app runs from; in place there is no such default on the cluster.
+    if not ok("entry", "script", "code_mode", "project_dir") or s.entry != "script":
+        return None
+    if s.code_mode == "in-place" and s.script.startswith("-") and not s.project_dir:
+        return FieldError(
+            "project_dir",
+            "is required to run -m package.module in place: the directory on the cluster "
+            "it runs from",
+        )
+    return None
+
+
 #: The cross-field rules, in the order of the fields they report on.
 CROSS_FIELD_RULES: Final[tuple[Callable[[ExperimentSpec, _Passed], FieldError | None], ...]] = (
+    _script_given,
+    _module_in_place_needs_dir,
     _data_root_required,
     _task_fits_dataset,
     _target_only_where_used,

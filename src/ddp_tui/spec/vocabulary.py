@@ -6,6 +6,13 @@ from __future__ import annotations
 
 from typing import Final
 
+#: What a job runs: ddp-tui's built-in trainer, or the user's own torchrun-ready script.
+ENTRIES: Final = ("trainer", "script")
+#: Where a script's code comes from: a copy in the run directory, or the cluster as it is.
+CODE_MODES: Final = ("snapshot", "in-place")
+#: Where a script's metrics come from by name (``ddp_tui.scriptrun``'s presets, which a test
+#: holds to this list); ``regex:PATTERN`` and ``csv:PATH`` are allowed besides.
+METRICS_SOURCES: Final = ("auto", "helper", "epoch-line", "key-value", "hf-dict", "tqdm", "none")
 TASKS: Final = ("classification", "regression")
 BACKENDS: Final = ("auto", "nccl", "gloo")
 LAUNCHERS: Final = ("torchrun", "srun")
@@ -58,6 +65,7 @@ MAX_PROCS_PER_NODE: Final = 128
 MAX_TIME_MIN: Final = 365 * 24 * 60
 
 #: The groups a spec's fields are shown in, in order (the CLI's --help, Compose's form).
+SECTION_ENTRY: Final = "Entry"
 SECTION_TRAIN: Final = "What to train"
 SECTION_SIZE: Final = "Size and launch"
 SECTION_SLURM: Final = "Slurm resources"
@@ -65,6 +73,7 @@ SECTION_OPTIM: Final = "Optimisation"
 SECTION_PREEMPT: Final = "Preemption"
 SECTION_ENV: Final = "Environment"
 FIELD_SECTIONS: Final = (
+    SECTION_ENTRY,
     SECTION_TRAIN,
     SECTION_SIZE,
     SECTION_SLURM,

@@ -37,6 +37,8 @@ class FieldDef:
     hint: str = ""
     #: What a choice or picker offers (a picker also offers "custom...").
     choices: tuple[str, ...] = ()
+    #: The entry the field is for (trainer or script); empty: shown for every entry.
+    applies: str = ""
 
 
 def field_def(spec: FieldSpec) -> FieldDef:
@@ -59,6 +61,7 @@ def field_def(spec: FieldSpec) -> FieldDef:
         kind=kind,
         hint=spec.hint or spec.placeholder,
         choices=(*spec.choices, *spec.suggestions),
+        applies=spec.applies,
     )
 
 

@@ -8,7 +8,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TypeVar
 
 import paramiko
@@ -376,7 +375,6 @@ class SSHExecutor(Executor):
     def remove_tree(self, path: str) -> None:
         self._files.remove_tree(path)
 
-    def upload_tree(self, local_src: Path, dst: str) -> None:
-        """Copy ``local_src`` (without ``__pycache__``/``*.pyc``) into ``dst`` in one
-        tar stream."""
-        self._files.upload_tree(local_src, dst)
+    def upload_files(self, files: Sequence[tuple[str, str]], dst: str) -> int:
+        """Copy local files to ``dst/arcname`` in one tar stream over one command."""
+        return self._files.upload_files(files, dst)

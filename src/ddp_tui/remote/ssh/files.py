@@ -1,23 +1,21 @@
-"""Files on the remote host: reads and writes over the link's one SFTP session, and whole
-trees (upload, removal) through one command each."""
+"""Files on the remote host: reads and writes over the link's one SFTP session, and many
+files at once (upload, removal) through one command each."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import io
-import os
 import posixpath
 import secrets
 import stat as stat_mod
 import tarfile
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Protocol, TypeVar
 
 import paramiko
 
-from ddp_tui.remote.executor import CommandResult, ExecutorError, FileStat
+from ddp_tui.remote.executor import CommandResult, ExecutorError, FileStat, check_arcname
 from ddp_tui.remote.ssh.transport import CONNECTION_TROUBLE, Link
 
 T = TypeVar("T")
@@ -210,31 +208,24 @@ class Transfer:
         if not res.ok:
             raise ExecutorError(f"could not remove {remote}: {res.stderr.strip()}")
 
-    def upload_tree(self, local_src: Path, dst: str) -> None:
-        """Copy ``local_src`` (without ``__pycache__``/``*.pyc``) into ``dst``: one tar
-        stream over one command instead of several SFTP round trips per file."""
+    def upload_files(self, files: Sequence[tuple[str, str]], dst: str) -> int:
+        """Copy local files to ``dst/arcname`` as one tar stream over one command: one
+        round trip however many files, instead of several SFTP round trips per file.
+        Returns the bytes of the stream."""
         remote = self._session.expand_home(dst)
-        buf = io.BytesIO()
-        root = Path(local_src)
-        if not root.is_dir():
-            raise FileNotFoundError(errno.ENOENT, "not a directory", str(local_src))
 
         def clean(info: tarfile.TarInfo) -> tarfile.TarInfo:
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             return info
 
+        buf = io.BytesIO()
+        # dereference: a symlink is sent as the file it points to (the manifest decided
+        # which links to follow); GNU tar creates the member's directories on the way.
         with tarfile.open(fileobj=buf, mode="w", dereference=True) as tar:
-            for current, dirs, files in os.walk(root):
-                dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-                rel = os.path.relpath(current, root)
-                if rel != ".":
-                    tar.add(current, arcname=rel, recursive=False, filter=clean)
-                for name in sorted(files):
-                    if name.endswith(".pyc"):
-                        continue
-                    arc = name if rel == "." else f"{rel}/{name}"
-                    tar.add(os.path.join(current, name), arcname=arc, filter=clean)
+            for path, arcname in files:
+                tar.add(path, arcname=check_arcname(arcname), recursive=False, filter=clean)
+        stream = buf.getvalue()
         res = self._session.run(
             [
                 "sh",
@@ -243,11 +234,13 @@ class Transfer:
                 "ddp-tui-upload",
                 remote,
             ],
-            stdin=buf.getvalue(),
-            timeout=300.0,
+            stdin=stream,
+            # Five minutes, or longer for a big project on a slow link (256 kB/s).
+            timeout=max(300.0, len(stream) / 256_000),
         )
         if not res.ok:
             raise ExecutorError(
-                f"uploading {local_src} to {remote} on {self._session.description} failed: "
-                f"{res.stderr.strip() or f'exit status {res.returncode}'}"
+                f"uploading {len(files)} files to {remote} on {self._session.description} "
+                f"failed: {res.stderr.strip() or f'exit status {res.returncode}'}"
             )
+        return len(stream)

@@ -50,7 +50,7 @@ def groups_of(runs: Sequence[RunView]) -> list[GroupInfo]:
         first = group_runs[-1]
         sizes = sorted({(int(r.spec.nodes), int(r.spec.gpus_per_node)) for r in group_runs})
         shown = ", ".join(size(n, g) for n, g in sizes)
-        label = f"{first.spec.model} on {first.spec.dataset}: {len(group_runs)} runs ({shown})"
+        label = f"{first.spec.workload}: {len(group_runs)} runs ({shown})"
         signature = tuple(sorted((r.run_id, r.state.value, r.epochs_done) for r in group_runs))
         groups.append(GroupInfo(key, label, signature))
     return groups

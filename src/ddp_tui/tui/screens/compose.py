@@ -80,7 +80,7 @@ class ComposeScreen(BaseScreen):
                 for section, fields in FORM_SECTIONS:
                     yield Static(section, classes="section")
                     for field in fields:
-                        with Horizontal(classes="field-row"):
+                        with Horizontal(classes="field-row", id=f"row-{field.name}"):
                             yield Label(field.label, classes="field-label")
                             yield from field_widgets(field, form[field.name], self.partitions)
                         yield Static("", id=f"e-{field.name}", classes="field-error")
@@ -98,7 +98,17 @@ class ComposeScreen(BaseScreen):
 
     def on_mount(self) -> None:
         self.query_one("#f-name", Input).focus()
+        self.show_entry(self.initial.entry)
         self.schedule_preview(0.0)
+
+    def show_entry(self, entry: str) -> None:
+        """Show only the fields of ``entry`` (the trainer's or a script's) and those of all;
+        the hidden ones keep their values, and validation skips them as well."""
+        for name, field in FIELDS.items():
+            if field.applies:
+                self.query_one(f"#row-{name}").display = field.applies == entry
+                if field.applies != entry:
+                    self.query_one(f"#e-{name}").display = False
 
     # -- reading the form -----------------------------------------------------
 
@@ -166,6 +176,8 @@ class ComposeScreen(BaseScreen):
             name = (event.select.id or "").removeprefix("f-")
             if name in FIELDS and FIELDS[name].kind == "picker":
                 self.query_one(f"#c-{name}", Input).display = event.value == CUSTOM
+            if name == "entry":
+                self.show_entry(str(event.value))
         self.schedule_preview()
 
     #: The newest preview asked for, and the newest shown: an older answer is stale.

@@ -1,0 +1,271 @@
+"""The project snapshot at submit: manifest + upload, locally and over SSH.
+
+A generated project of about 50 MB (about 2,000 small ``.py`` files in nested packages
+and a few large data files) is snapshotted the way ``create_run`` does it:
+``build_manifest`` (a plain directory walk, and again as a git repository, where the
+list comes from ``git ls-files``) then one ``Executor.upload_files``. Each is timed next
+to a reference measured side by side in the same run, interleaved:
+
+- locally (``LocalExecutor``) against ``shutil.copytree`` of the same directory;
+- over SSH (``SSHExecutor`` to the private loopback sshd of ``tests/fixtures/sshd.py``,
+  needs root) against ``tar c -C PROJECT . | ssh HOST 'tar x'`` with the OpenSSH client
+  on an already open multiplexed connection (ControlMaster), so neither side pays for a
+  login. ``--no-ssh`` (or not root) skips this part.
+
+The run directory's extra cost is also reported: bytes sent (the tar stream) against
+the project's bytes, and SSH commands per upload (must be 1).
+
+    .venv/bin/python benchmarks/bench_snapshot.py [--mb 50] [--small 2000]
+        [--iterations 3] [--no-ssh] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.fixtures.sshd import SshEnv, skip_reason, sshd_environment
+
+from ddp_tui.remote.executor import Executor, LocalExecutor
+from ddp_tui.remote.snapshot import MB, SnapshotManifest, build_manifest
+from ddp_tui.remote.ssh import SSHExecutor
+from ddp_tui.remote.ssh.api import NoPrompter
+
+LARGE_FILES = 4
+
+
+class AcceptAll(NoPrompter):
+    """The benchmark's prompter: trusts the private test server's key, knows no secrets."""
+
+    def confirm_host_key(self, host: str, port: int, key_type: str, fingerprint: str) -> bool:
+        return True
+
+
+def make_project(root: Path, total_mb: int, small: int) -> int:
+    """``small`` source files (1-9 kB, in packages of 40) and ``LARGE_FILES`` data files
+    making up the rest of ``total_mb``; returns the bytes written."""
+    rng = random.Random(11)
+    written = 0
+    for i in range(small):
+        pkg = root / "src" / f"pkg{i // 40:02d}" / ("sub" if i % 3 == 0 else "")
+        pkg.mkdir(parents=True, exist_ok=True)
+        lines = rng.randint(20, 220)
+        text = "".join(f"VALUE_{i}_{n} = {rng.random()!r}  # padding\n" for n in range(lines))
+        (pkg / f"mod{i:04d}.py").write_text(text)
+        written += len(text)
+    rest = max(0, total_mb * MB - written)
+    data = root / "data"
+    data.mkdir()
+    for i in range(LARGE_FILES):
+        size = rest // LARGE_FILES
+        (data / f"shard{i}.bin").write_bytes(os.urandom(size))
+        written += size
+    (root / "train.py").write_text("print('train')\n")
+    return written + len("print('train')\n")
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def interleave(
+    ours: Callable[[], object],
+    reference: Callable[[], object],
+    iterations: int,
+    between: Callable[[], None],
+) -> tuple[list[float], list[float]]:
+    """Alternate the two (ours first on even rounds), ``between`` each untimed."""
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(iterations):
+        pair = [(ours, a), (reference, b)]
+        for fn, out in pair if i % 2 == 0 else reversed(pair):
+            out.append(timed(fn))
+            between()
+    return a, b
+
+
+def row(name: str, ours: list[float], ref: list[float], **extra: Any) -> dict[str, Any]:
+    mo, mr = statistics.median(ours), statistics.median(ref)
+    return {"case": name, "ours_s": round(mo, 3), "reference_s": round(mr, 3),
+            "ratio": round(mo / mr, 2), **extra}  # fmt: skip
+
+
+def snapshot_upload(project: Path, executor: Executor, dst: str) -> SnapshotManifest:
+    manifest = build_manifest(project, max_bytes=1 << 40)
+    executor.upload_files(manifest.files, dst)
+    return manifest
+
+
+def bench_local(project: Path, scratch: Path, iterations: int) -> list[dict[str, Any]]:
+    ex = LocalExecutor()
+    dst = scratch / "dst"
+
+    def clear() -> None:
+        shutil.rmtree(dst, ignore_errors=True)
+
+    # The reference skips .git: the object store is not part of the project's files.
+    no_git = shutil.ignore_patterns(".git")
+    rows = []
+    for kind in ("plain", "git"):
+        ours, ref = interleave(
+            lambda: snapshot_upload(project, ex, str(dst)),
+            lambda: shutil.copytree(project, dst, ignore=no_git),
+            iterations,
+            clear,
+        )
+        rows.append(row(f"local, {kind} directory", ours, ref, reference="shutil.copytree"))
+        if kind == "plain":
+            make_git(project)
+    manifest_s = [timed(lambda: build_manifest(project, max_bytes=1 << 40))
+                  for _ in range(iterations)]  # fmt: skip
+    rows.append({"case": "manifest only, git", "ours_s": round(statistics.median(manifest_s), 3)})
+    return rows
+
+
+def make_git(project: Path) -> None:
+    git = ["git", "-C", str(project), "-c", "user.name=b", "-c", "user.email=b@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (project / ".gitignore").write_text("*.log\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "bench"], check=True)
+
+
+@contextmanager
+def ssh_setup(env: SshEnv) -> Iterator[tuple[SSHExecutor, list[str]]]:
+    workdir = env.workdir()
+    known = env.known_hosts(workdir / "known_hosts", (env.target, "main"))
+    control = workdir / "cm-%C"
+    config = workdir / "config"
+    config.write_text(
+        env.host_block(
+            "bench",
+            env.target,
+            UserKnownHostsFile=str(known),
+            StrictHostKeyChecking="yes",
+            ControlMaster="auto",
+            ControlPath=str(control),
+            ControlPersist="60",
+        )
+    )
+    ssh = ["ssh", "-F", str(config), "bench"]
+    ex = SSHExecutor(
+        "bench", prompter=AcceptAll(), ssh_config_path=str(config), known_hosts_path=str(known)
+    )
+    try:
+        ex.connect()
+        subprocess.run([*ssh, "true"], check=True)  # opens the multiplexed master
+        yield ex, ssh
+    finally:
+        ex.close()
+        subprocess.run([*ssh[:-1], "-O", "exit", "bench"], capture_output=True, check=False)
+
+
+def bench_ssh(env: SshEnv, project: Path, iterations: int) -> list[dict[str, Any]]:
+    remote = f"bench-snapshot-{os.getpid()}"
+    with ssh_setup(env) as (ex, ssh):
+
+        def reference() -> None:
+            tar = subprocess.Popen(
+                ["tar", "-c", "-f", "-", "--exclude=./.git", "-C", str(project), "."],
+                stdout=subprocess.PIPE,
+            )
+            cmd = f"mkdir -p {remote} && tar -x -f - -C {remote}"
+            subprocess.run([*ssh, cmd], stdin=tar.stdout, check=True)
+            assert tar.stdout is not None
+            tar.stdout.close()
+            if tar.wait() != 0:
+                raise RuntimeError("tar -c failed")
+
+        def clear() -> None:
+            ex.remove_tree(f"~/{remote}")
+
+        execs = ex.exec_count
+        manifest = snapshot_upload(project, ex, f"~/{remote}")
+        commands = ex.exec_count - execs
+        sent = ex.upload_files(manifest.files, f"~/{remote}")
+        clear()
+        ours, ref = interleave(
+            lambda: snapshot_upload(project, ex, f"~/{remote}"), reference, iterations, clear
+        )
+        return [
+            row(
+                "ssh, git directory",
+                ours,
+                ref,
+                reference="tar c | ssh (ControlMaster) tar x",
+                ssh_commands_per_upload=commands,
+                bytes_sent=sent,
+                project_bytes=manifest.total_bytes,
+                mb_per_s=round(manifest.total_bytes / MB / statistics.median(ours), 1),
+                reference_mb_per_s=round(manifest.total_bytes / MB / statistics.median(ref), 1),
+            )
+        ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=50, help="project size")
+    parser.add_argument("--small", type=int, default=2000, help="small source files")
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--no-ssh", action="store_true", help="local only")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    ssh_reason = "--no-ssh" if args.no_ssh else skip_reason()
+    with ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-snap-")))
+        project = scratch / "project"
+        project.mkdir()
+        start = time.perf_counter()
+        size = make_project(project, args.mb, args.small)
+        files = sum(1 for p in project.rglob("*") if p.is_file())
+        made = time.perf_counter() - start
+        print(
+            f"project: {files} files, {size / MB:.1f} MB (made in {made:.1f} s); "
+            f"cpus {os.cpu_count()}, load {os.getloadavg()[0]:.2f}; "
+            f"median of {args.iterations} interleaved runs"
+        )
+        rows = bench_local(project, scratch, args.iterations)
+        if ssh_reason is None:
+            env = stack.enter_context(sshd_environment())
+            rows += bench_ssh(env, project, args.iterations)
+    for r in rows:
+        if "reference_s" not in r:
+            print(f"{r['case']:<26} {r['ours_s']:>7.3f} s")
+            continue
+        line = (
+            f"{r['case']:<26} {r['ours_s']:>7.3f} s   {r['reference']}: "
+            f"{r['reference_s']:.3f} s   ratio {r['ratio']:.2f}"
+        )
+        if "bytes_sent" in r:
+            line += (
+                f"\n{'':<26} {r['mb_per_s']} MB/s vs {r['reference_mb_per_s']} MB/s; "
+                f"{r['ssh_commands_per_upload']} SSH command per upload; tar stream "
+                f"{r['bytes_sent'] / MB:.1f} MB for {r['project_bytes'] / MB:.1f} MB of files"
+            )
+        print(line)
+    if ssh_reason is not None:
+        print(f"ssh part skipped: {ssh_reason}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

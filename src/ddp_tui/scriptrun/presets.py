@@ -1,0 +1,404 @@
+"""Parsers that turn a script's stdout into records: the presets, user regexes, helper lines.
+
+Everything here is a pure function of text (the :class:`HfDict` preset and
+:class:`UserRegex` keep a little state: the values between two whole epochs, a match count).
+The stream is scanned a chunk at a time, never a line at a time in Python: ``\\r`` (tqdm's
+redraw) becomes ``\\n``, and cheap C-level searches (``bytes.find``, compiled regexes over the
+whole chunk) pick out the few lines worth a closer look. Names in ``METRICS_PRESETS`` and the
+``regex:``/``csv:`` prefixes are what the spec's ``metrics`` field accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+
+from .columns import SAMPLES, canonical, is_contract_column, normalise
+from .records import EpochRecord, Record, StepRecord, as_fraction, collect, number
+
+#: Values of ``metrics`` besides ``regex:PATTERN`` and ``csv:PATH``.
+LINE_PRESETS = ("epoch-line", "key-value", "hf-dict", "tqdm")
+METRICS_PRESETS = ("auto", "helper", *LINE_PRESETS, "none")
+REGEX_PREFIX = "regex:"
+CSV_PREFIX = "csv:"
+
+HELPER_TAG = "@ddp-tui"
+
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+# A value: a number, maybe a % or a seconds suffix, not glued to more word characters.
+_VALUE = rf"(?<![\w.])({_NUM})(%|s(?!\w))?(?![\w.])"
+_EPOCH_HEAD = re.compile(r"\bepoch\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*(?:/|of)\s*(\d+))?\s*\]?", re.I)
+_KV_EPOCH = re.compile(r"(?<![\w./-])epoch\s*[=:]\s*(\d+)(?:\.0+)?(?![\w.])", re.I)
+_KV_PAIR = re.compile(rf"(?<![\w./-])([A-Za-z_][\w./-]*)\s*[=:]\s*{_VALUE}")
+_LOOSE_PAIR = re.compile(rf"([A-Za-z][A-Za-z0-9 _/.-]*?)\s*[:=]?\s*{_VALUE}")
+_STEP = re.compile(
+    r"\b(?:step|iter|iteration|batch)\b\s*[:=]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?", re.I
+)
+_BRACKET = re.compile(r"^\s*\[\s*(\d+)\s*/\s*(\d+)")
+_TQDM = re.compile(
+    r"(?P<desc>[^|]*?)\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*"
+    r"\[(?P<inner>[^\]]*)\]"
+)
+_TQDM_EPOCH = re.compile(r"epoch\s*[:=]?\s*(\d+)", re.I)
+_TQDM_RATE = re.compile(rf"({_NUM})\s*(it/s|s/it)")
+_HF_PAIR = re.compile(rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\()?({_NUM})""")
+_HELPER_LINE = re.compile(rb"@ddp-tui (\{[^\n]*\})")
+# Lines worth a preset's look: every preset's line names an epoch or draws a tqdm bar.
+_TRIGGERS = (b"poch", b"POCH", b"%|")
+
+
+def _pairs(regex: re.Pattern[str], text: str) -> Iterator[tuple[str, str, bool]]:
+    for m in regex.finditer(text):
+        yield m.group(1), m.group(2), m.group(3) == "%"
+
+
+def _without_epoch(pairs: Iterable[tuple[str, str, bool]]) -> Iterator[tuple[str, str, bool]]:
+    return (p for p in pairs if normalise(p[0]) != "epoch")
+
+
+def _step_record(epoch: int | None, text: str, values: dict[str, float]) -> StepRecord | None:
+    """A step line (``step 40/100``, ``[640/60000 (1%)]``) inside an epoch, or None."""
+    m = _STEP.search(text) or _BRACKET.search(text)
+    if m is None:
+        return None
+    total = int(m.group(2)) if m.group(2) else None
+    return StepRecord(
+        epoch=epoch, step=int(m.group(1)), steps_per_epoch=total, loss=values.get("train_loss")
+    )
+
+
+def parse_epoch_line(line: str) -> Record | None:
+    """``Epoch 3 - Avg Loss: 0.23, Accuracy: 92.3%`` (also ``Epoch [3/10] loss 0.2 acc 91%``)."""
+    head = _EPOCH_HEAD.search(line)
+    if head is None:
+        return None
+    epoch = int(head.group(1))
+    rest = line[head.end() :]
+    values, samples = collect(_without_epoch(_pairs(_LOOSE_PAIR, rest)))
+    step = _step_record(epoch, rest, values)
+    if step is not None:
+        return step
+    if not values:
+        return None
+    return EpochRecord(epoch, values, samples=samples)
+
+
+def parse_key_value(line: str) -> Record | None:
+    """``epoch=3 loss=0.2 val_acc=0.9`` or ``epoch: 3, loss: 0.2``: the epoch is one of the keys."""
+    found = _KV_EPOCH.search(line)
+    if found is None:
+        return None
+    epoch = int(found.group(1))
+    values, samples = collect(_without_epoch(_pairs(_KV_PAIR, line)))
+    step = _step_record(epoch, line[found.end() :], values)
+    if step is not None:
+        return step
+    if not values:
+        return None
+    return EpochRecord(epoch, values, samples=samples)
+
+
+def parse_tqdm(line: str, emit: list[Record]) -> bool:
+    """A tqdm bar: progress, and at 100% of an ``Epoch N`` bar the epoch (postfix values).
+
+    ``Epoch 1: 100%|███| 50/50 [00:02<00:00, 20.1it/s, loss=0.3, acc=0.9]``
+    """
+    m = _TQDM.search(line)
+    if m is None:
+        return False
+    e = _TQDM_EPOCH.search(m.group("desc"))
+    epoch = int(e.group(1)) if e else None
+    n, total = int(m.group("n")), int(m.group("total"))
+    inner = m.group("inner")
+    values, samples = collect(_without_epoch(_pairs(_KV_PAIR, inner)))
+    rate = _TQDM_RATE.search(inner)
+    steps_per_sec: float | None = None
+    if rate is not None:
+        r = float(rate.group(1))
+        steps_per_sec = r if rate.group(2) == "it/s" else (1.0 / r if r > 0 else None)
+    emit.append(
+        StepRecord(
+            epoch=epoch,
+            step=n,
+            steps_per_epoch=total or None,
+            loss=values.get("train_loss"),
+            steps_per_sec=steps_per_sec,
+        )
+    )
+    if epoch is not None and total > 0 and n >= total:
+        emit.append(EpochRecord(epoch, values, samples=samples))
+    return True
+
+
+class HfDict:
+    """Hugging Face Trainer's log dicts: ``{'loss': 0.5, 'learning_rate': 1e-05, 'epoch': 1.0}``.
+
+    HF counts epochs as fractions (0.5 = half of the first). A whole number ends an epoch; the
+    train loss and learning rate logged before it (at fractions) fill that epoch's row, and a
+    fraction past a whole number that never appeared closes that epoch too.
+    """
+
+    def __init__(self) -> None:
+        self._carry: dict[str, float] = {}
+        self._last_whole = 0
+
+    def parse(self, line: str, emit: list[Record]) -> bool:
+        if "{" not in line:
+            return False
+        raw = [(k, v) for k, v in _HF_PAIR.findall(line)]
+        keys = {k for k, _ in raw}
+        if "epoch" not in keys or "train_runtime" in keys:  # the run's summary: not an epoch
+            return False
+        epoch_value = next(float(v) for k, v in raw if k == "epoch")
+        values, samples = collect((k, v, False) for k, v in raw if k != "epoch")
+        whole = round(epoch_value)
+        if abs(epoch_value - whole) < 1e-6 and whole >= 1:
+            merged = {**self._carry, **values}
+            emit.append(EpochRecord(whole, merged, samples=samples))
+            self._last_whole = max(self._last_whole, whole)
+            self._carry = {}
+            return True
+        passed = int(epoch_value)
+        if passed >= 1 and passed > self._last_whole and self._carry:
+            emit.append(EpochRecord(passed, self._carry))
+            self._last_whole = passed
+            self._carry = {}
+        self._carry.update(values)
+        emit.append(StepRecord(epoch=passed + 1, loss=values.get("train_loss")))
+        return True
+
+
+class UserRegex:
+    """``regex:PATTERN``: named groups are columns (``epoch``, contract names and aliases,
+    ``samples``, ``step``, ``steps_per_epoch``); other groups become extra columns.
+
+    Without an ``epoch`` group every match is the next epoch (1, 2, ...).
+    """
+
+    _STEP_GROUPS = frozenset({"step", "steps_per_epoch"})
+
+    def __init__(self, pattern: str) -> None:
+        self.regex = re.compile(pattern.encode(), re.MULTILINE)
+        self.extra_columns = extra_columns(pattern)
+        self._count = 0
+
+    def scan(self, text: bytes, emit: list[Record]) -> None:
+        for m in self.regex.finditer(text):
+            groups = {k: v.decode(errors="replace") for k, v in m.groupdict().items() if v}
+            self._record(groups, emit)
+
+    def _record(self, groups: dict[str, str], emit: list[Record]) -> None:
+        values, samples = collect(
+            (k, v.rstrip("% "), v.endswith("%"))
+            for k, v in groups.items()
+            if k != "epoch" and k not in self._STEP_GROUPS
+        )
+        epoch_text = groups.get("epoch")
+        epoch = int(float(epoch_text)) if epoch_text and number(epoch_text) is not None else None
+        if "step" in groups and number(groups["step"]) is not None:
+            total = groups.get("steps_per_epoch")
+            emit.append(
+                StepRecord(
+                    epoch=epoch,
+                    step=int(float(groups["step"])),
+                    steps_per_epoch=int(float(total)) if total and total.isdigit() else None,
+                    loss=values.get("train_loss"),
+                )
+            )
+            return
+        if epoch is None:
+            self._count += 1
+            epoch = self._count
+        extras = {k: v for k, v in groups.items() if k in self.extra_columns}
+        emit.append(EpochRecord(epoch, values, extras, samples))
+
+
+def extra_columns(pattern: str) -> tuple[str, ...]:
+    """The named groups of a user regex that are no contract column: extra metrics.csv columns."""
+    groups = re.compile(pattern).groupindex
+    known = {"epoch", SAMPLES, *UserRegex._STEP_GROUPS}
+    return tuple(g for g in groups if g not in known and canonical(g) is None)
+
+
+def check_metrics_source(text: str) -> str | None:
+    """Why ``text`` is no valid ``metrics`` value, or None when it is one."""
+    if text in METRICS_PRESETS:
+        return None
+    if text.startswith(REGEX_PREFIX):
+        pattern = text[len(REGEX_PREFIX) :]
+        try:
+            groups = re.compile(pattern).groupindex
+            re.compile(pattern.encode())
+        except re.error as exc:
+            return f"the regex does not compile: {exc}"
+        if "epoch" not in groups and not any(canonical(g) not in (None, SAMPLES) for g in groups):
+            return (
+                "the regex needs a named group for the epoch or a metric, "
+                "e.g. (?P<epoch>\\d+) or (?P<train_loss>[\\d.]+)"
+            )
+        return None
+    if text.startswith(CSV_PREFIX):
+        if not text[len(CSV_PREFIX) :].strip():
+            return "csv: needs the path of the CSV file the script writes (csv:logs/metrics.csv)"
+        return None
+    names = ", ".join(METRICS_PRESETS)
+    return f"unknown metrics source {text!r}: use one of {names}, regex:PATTERN or csv:PATH"
+
+
+def _candidate_lines(text: bytes) -> list[str]:
+    """The lines of ``text`` that hold a trigger, in order, found by C-level searches."""
+    starts: dict[int, int] = {}
+    for needle in _TRIGGERS:
+        pos = text.find(needle)
+        while pos >= 0:
+            start = text.rfind(b"\n", 0, pos) + 1
+            end = text.find(b"\n", pos)
+            end = len(text) if end < 0 else end
+            starts[start] = end
+            pos = text.find(needle, end)
+    return [text[s : starts[s]].decode(errors="replace") for s in sorted(starts)]
+
+
+def _helper_record(payload: bytes) -> Record | None:
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("event") == "step":
+        return StepRecord(
+            epoch=_int_or_none(data.get("epoch")),
+            step=_int_or_none(data.get("step")),
+            steps_per_epoch=_int_or_none(data.get("steps_per_epoch")),
+            loss=_float_or_none(data.get("loss")),
+        )
+    epoch = _int_or_none(data.get("epoch"))
+    metrics = data.get("metrics")
+    if data.get("event") != "epoch" or epoch is None or not isinstance(metrics, dict):
+        return None
+    values, samples = collect(
+        (str(k), str(v), False) for k, v in metrics.items() if isinstance(v, int | float)
+    )
+    extras = {
+        str(k): str(v)
+        for k, v in metrics.items()
+        if canonical(str(k)) is None and not is_contract_column(str(k)) and k != "epoch"
+    }
+    return EpochRecord(epoch, values, extras, samples)
+
+
+def _int_or_none(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _float_or_none(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+class LineSplitter:
+    """Cuts a byte stream into whole lines: ``\\r`` and ``\\n`` both end one, and a line split
+    across reads waits for its end. A line longer than ``limit`` is dropped (no metric is)."""
+
+    def __init__(self, limit: int = 1 << 20) -> None:
+        self._tail = b""
+        self._limit = limit
+
+    def feed(self, data: bytes) -> bytes:
+        """The whole lines completed by ``data``, each ending with ``\\n``."""
+        data = data.replace(b"\r", b"\n")
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._tail += data
+            if len(self._tail) > self._limit:
+                self._tail = b""
+            return b""
+        whole = self._tail + data[: cut + 1] if self._tail else data[: cut + 1]
+        self._tail = data[cut + 1 :]
+        return whole
+
+    def flush(self) -> bytes:
+        """What is left at the end of the stream (a last line without a newline)."""
+        rest, self._tail = self._tail, b""
+        return rest + b"\n" if rest else b""
+
+
+class StdoutParser:
+    """The parsing of one stream for one ``metrics`` value (not ``csv:``).
+
+    Helper lines are parsed always and are authoritative: once one is seen, presets and the
+    user regex stop.
+    """
+
+    def __init__(self, source: str) -> None:
+        self.presets: tuple[str, ...] = ()
+        self.regex: UserRegex | None = None
+        self.enabled = source != "none"
+        if source == "auto":
+            self.presets = LINE_PRESETS
+        elif source in LINE_PRESETS:
+            self.presets = (source,)
+        elif source.startswith(REGEX_PREFIX):
+            self.regex = UserRegex(source[len(REGEX_PREFIX) :])
+        self.helper_seen = False
+        self._hf = HfDict()
+        self._splitter = LineSplitter()
+
+    @property
+    def extra_columns(self) -> tuple[str, ...]:
+        return self.regex.extra_columns if self.regex else ()
+
+    def feed(self, data: bytes) -> list[Record]:
+        """Records from the lines ``data`` completes (bytes as read from the pipe)."""
+        if not self.enabled:
+            return []
+        return self.scan(self._splitter.feed(data))
+
+    def finish(self) -> list[Record]:
+        """Records from a last line without a newline, at the end of the stream."""
+        return self.scan(self._splitter.flush()) if self.enabled else []
+
+    def scan(self, text: bytes) -> list[Record]:
+        """Records from whole lines (``\\n``-separated, no ``\\r``)."""
+        out: list[Record] = []
+        if not text:
+            return out
+        if HELPER_TAG.encode() in text:
+            for m in _HELPER_LINE.finditer(text):
+                record = _helper_record(m.group(1))
+                if record is not None:
+                    out.append(record)
+                    self.helper_seen = True
+        if self.helper_seen:
+            return out
+        if self.regex is not None:
+            self.regex.scan(text, out)
+        if self.presets and any(t in text for t in _TRIGGERS):
+            for line in _candidate_lines(text):
+                self._line(line, out)
+        return out
+
+    def _line(self, line: str, out: list[Record]) -> None:
+        presets = self.presets
+        if "tqdm" in presets and "%|" in line and parse_tqdm(line, out):
+            return
+        if "hf-dict" in presets and self._hf.parse(line, out):
+            return
+        for name, parse in (("key-value", parse_key_value), ("epoch-line", parse_epoch_line)):
+            if name in presets:
+                record = parse(line)
+                if record is not None:
+                    out.append(record)
+                    return
+
+
+__all__ = [
+    "CSV_PREFIX",
+    "METRICS_PRESETS",
+    "REGEX_PREFIX",
+    "LineSplitter",
+    "StdoutParser",
+    "as_fraction",
+    "check_metrics_source",
+]

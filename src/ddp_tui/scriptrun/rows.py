@@ -1,0 +1,209 @@
+"""Records -> ``metrics.csv`` rows and ``progress.jsonl`` lines (rank 0 of the wrapper).
+
+The script's epoch numbers are shifted to the contract's 1-based ones by :class:`EpochNumbering`
+(a script whose first epoch is 0 gets offset 1, kept in run.json across requeues). The epoch
+time is the wrapper's own clock between two epochs' lines, so it is measured on the job's node.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from .columns import COLUMNS
+from .records import EpochRecord, StepRecord
+
+
+def _cell(value: float | int | str | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.10g}"
+    return str(value)
+
+
+class EpochNumbering:
+    """Script epoch -> contract epoch; the offset is decided by the first epoch number seen."""
+
+    def __init__(self, offset: int | None, on_decided: Callable[[int], None]) -> None:
+        self.offset = offset
+        self._on_decided = on_decided
+
+    def shift(self, epoch: int) -> int:
+        if self.offset is None:
+            self.offset = 1 if epoch == 0 else 0
+            self._on_decided(self.offset)
+        return epoch + self.offset
+
+
+class MetricsFile:
+    """``metrics.csv``: rows of earlier attempts are kept; this attempt's epochs are appended,
+    or replace the row of an epoch that is already there (one atomic rewrite)."""
+
+    def __init__(
+        self,
+        path: Path,
+        numbering: EpochNumbering,
+        extra_columns: tuple[str, ...] = (),
+        world_size: int | None = None,
+        samples_per_epoch: float | None = None,
+        start: float | None = None,
+    ) -> None:
+        self.path = path
+        self.numbering = numbering
+        self.header = COLUMNS + tuple(c for c in extra_columns if c not in COLUMNS)
+        self.world_size = world_size
+        self.samples_per_epoch = samples_per_epoch
+        self._last = time.monotonic() if start is None else start
+        self._mine: set[int] = set()  # epochs this attempt has written
+        self.rows: dict[int, dict[str, str]] = self._load()
+        self._rewrite()
+
+    def _load(self) -> dict[int, dict[str, str]]:
+        rows: dict[int, dict[str, str]] = {}
+        try:
+            with self.path.open(newline="") as fh:
+                for row in csv.DictReader(fh):
+                    try:
+                        epoch = int(row.get("epoch") or "")
+                    except ValueError:
+                        continue
+                    rows[epoch] = {k: v or "" for k, v in row.items() if k}
+        except FileNotFoundError:
+            pass
+        return rows
+
+    def restart_clock(self, now: float) -> None:
+        """The time the next new epoch's time is measured from (the child's start)."""
+        self._last = now
+
+    @property
+    def epochs_completed(self) -> int:
+        return max(self.rows, default=0)
+
+    def add(self, record: EpochRecord, now: float | None = None) -> int | None:
+        """Write one epoch's record; the contract epoch written, or None (nothing changed)."""
+        now = time.monotonic() if now is None else now
+        epoch = self.numbering.shift(record.epoch)
+        if epoch < 1:
+            return None
+        cells = {k: _cell(v) for k, v in record.values.items()}
+        cells.update(record.extras)
+        if epoch in self._mine:  # the same epoch again (a later line with more of its values)
+            row = dict(self.rows[epoch])
+            row.update(cells)
+            self._fill_throughput(row, record.samples)
+            if row == self.rows[epoch]:
+                return None
+            self.rows[epoch] = row
+            self._rewrite()
+            return epoch
+        self._mine.add(epoch)
+        row = {"epoch": str(epoch), "world_size": _cell(self.world_size), **cells}
+        if not row.get("epoch_time_sec"):
+            row["epoch_time_sec"] = _cell(max(now - self._last, 0.0))
+        self._last = now
+        self._fill_throughput(row, record.samples)
+        append = epoch > self.epochs_completed
+        self.rows[epoch] = row
+        if append:
+            self._append(row)
+        else:  # a resumed attempt redoing an epoch: replace its row
+            self._rewrite()
+        return epoch
+
+    def _fill_throughput(self, row: dict[str, str], samples: float | None) -> None:
+        samples = samples if samples is not None else self.samples_per_epoch
+        if row.get("throughput_samples_per_sec") or samples is None:
+            return
+        try:
+            seconds = float(row.get("epoch_time_sec") or "")
+        except ValueError:
+            return
+        if seconds > 0:
+            row["throughput_samples_per_sec"] = _cell(samples / seconds)
+
+    def _line(self, row: dict[str, str]) -> str:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow([row.get(c, "") for c in self.header])
+        return buf.getvalue()
+
+    def _append(self, row: dict[str, str]) -> None:
+        with self.path.open("a") as fh:
+            fh.write(self._line(row))
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _rewrite(self) -> None:
+        text = self._line({c: c for c in self.header}) + "".join(
+            self._line(self.rows[e]) for e in sorted(self.rows)
+        )
+        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        with tmp.open("w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+
+class ProgressFile:
+    """``progress.jsonl``: the newest step record, at most one line per ``interval`` seconds."""
+
+    def __init__(
+        self,
+        path: Path,
+        numbering: EpochNumbering,
+        current_epoch: Callable[[], int],
+        samples_per_epoch: float | None = None,
+        interval: float = 1.0,
+    ) -> None:
+        self.path = path
+        self.numbering = numbering
+        self.current_epoch = current_epoch
+        self.samples_per_epoch = samples_per_epoch
+        self.interval = interval
+        self._fh: TextIO | None = None
+        self._written = float("-inf")
+        self._pending: StepRecord | None = None
+
+    def add(self, record: StepRecord, now: float | None = None) -> None:
+        self._pending = record
+        self.tick(now)
+
+    def tick(self, now: float | None = None) -> None:
+        """Write the newest record if the last line is ``interval`` old."""
+        now = time.monotonic() if now is None else now
+        if self._pending is None or now - self._written < self.interval:
+            return
+        record, self._pending = self._pending, None
+        self._written = now
+        line = json.dumps(self._line(record)) + "\n"
+        if self._fh is None:
+            self._fh = self.path.open("a")
+        self._fh.write(line)
+        self._fh.flush()
+
+    def _line(self, r: StepRecord) -> dict[str, object]:
+        epoch = self.numbering.shift(r.epoch) if r.epoch is not None else self.current_epoch()
+        rate = r.samples_per_sec
+        if rate is None and r.steps_per_sec and self.samples_per_epoch and r.steps_per_epoch:
+            rate = r.steps_per_sec * self.samples_per_epoch / r.steps_per_epoch
+        return {
+            "time": time.time(),
+            "epoch": epoch,
+            "step": r.step,
+            "steps_per_epoch": r.steps_per_epoch,
+            "loss": r.loss,
+            "samples_per_sec": rate,
+        }
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None

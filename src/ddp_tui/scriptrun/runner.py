@@ -1,0 +1,353 @@
+"""``python -m ddp_tui.scriptrun [options] -- (SCRIPT.py | -m MODULE) [ARGS...]``.
+
+Every rank sets up the environment and logs itself in ``ranks.jsonl``; ranks other than 0
+become the script (``os.execv``: no wrapper left, no overhead). Rank 0 runs the script as a
+child, forwards the pre-emption and interrupt signals to it, copies its stdout byte for byte,
+parses it into the run directory's files, and exits with the child's status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+import re
+import select
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from .columns import EXIT_REQUEUE
+from .csvsource import CsvSource
+from .presets import CSV_PREFIX, StdoutParser, check_metrics_source
+from .records import EpochRecord, Record
+from .rows import EpochNumbering, MetricsFile, ProgressFile
+from .runinfo import (
+    RUN_JSON,
+    RunJson,
+    append_rank_line,
+    clear_requeue_request,
+    rank_hosts,
+    utc_now,
+    write_requeue_request,
+)
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
+_READ_SIZE = 1 << 20
+_PIPE_SIZE = 1 << 20  # fewer, larger reads at high output rates (Linux only; best effort)
+_TICK_SEC = 1.0  # CSV polls and throttled progress lines
+
+
+@dataclass(frozen=True)
+class Options:
+    run_dir: Path
+    cwd: Path
+    metrics: str
+    columns: dict[str, str]
+    samples_per_epoch: int | None
+    epochs: int | None
+    world_size: int | None
+    backend: str | None
+    local_env_from_slurm: bool
+    command: list[str]  # SCRIPT.py ARGS... or -m MODULE ARGS...
+
+
+def _column(text: str) -> tuple[str, str]:
+    src, sep, dst = text.partition("=")
+    if not sep or not src or not dst:
+        raise argparse.ArgumentTypeError(f"expected SRC=DST, got {text!r}")
+    return src, dst
+
+
+def parse_args(argv: Sequence[str]) -> Options:
+    argv = list(argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    own, command = argv[:split], argv[split + 1 :]
+    p = argparse.ArgumentParser(
+        prog="python -m ddp_tui.scriptrun",
+        usage="%(prog)s --run-dir DIR [options] -- (SCRIPT.py | -m MODULE) [ARGS...]",
+        description=__doc__,
+    )
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--cwd", type=Path, default=Path("."), help="where the script runs")
+    p.add_argument("--metrics", default="auto", help="preset, regex:PATTERN or csv:PATH")
+    p.add_argument("--column", type=_column, action="append", default=[], metavar="SRC=DST")
+    p.add_argument("--samples-per-epoch", type=int, default=None)
+    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--world-size", type=int, default=None)
+    p.add_argument("--backend", default=None)
+    p.add_argument("--local-env-from-slurm", action="store_true")
+    ns = p.parse_args(own)
+    problem = check_metrics_source(ns.metrics)
+    if problem:
+        p.error(f"--metrics: {problem}")
+    if not command or command == ["-m"]:
+        p.error("nothing to run: give -- SCRIPT.py [ARGS...] or -- -m MODULE [ARGS...]")
+    return Options(
+        run_dir=ns.run_dir.resolve(),
+        cwd=ns.cwd.resolve(),
+        metrics=ns.metrics,
+        columns=dict(ns.column),
+        samples_per_epoch=ns.samples_per_epoch,
+        epochs=ns.epochs,
+        world_size=ns.world_size,
+        backend=ns.backend,
+        local_env_from_slurm=ns.local_env_from_slurm,
+        command=command,
+    )
+
+
+def _leading_int(text: str | None) -> str | None:
+    """Slurm's ``4(x2),3`` -> ``4``."""
+    m = re.match(r"\d+", text or "")
+    return m.group(0) if m else None
+
+
+def env_from_slurm(env: dict[str, str]) -> None:
+    """The srun launcher: one task per GPU, ranks from Slurm's variables."""
+    ntasks = env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS") or "1"
+    per_node = (
+        _leading_int(env.get("SLURM_NTASKS_PER_NODE"))
+        or _leading_int(env.get("SLURM_STEP_TASKS_PER_NODE"))
+        or ntasks
+    )
+    env["RANK"] = env.get("SLURM_PROCID", "0")
+    env["LOCAL_RANK"] = env.get("SLURM_LOCALID", "0")
+    env["WORLD_SIZE"] = ntasks
+    env["LOCAL_WORLD_SIZE"] = per_node
+
+
+def launcher(opts: Options, env: dict[str, str]) -> str:
+    if opts.local_env_from_slurm:
+        return "srun"
+    if "TORCHELASTIC_RUN_ID" in env:
+        return "torchrun"
+    return "env" if "RANK" in env else "single"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = parse_args(sys.argv[1:] if argv is None else argv)
+    env = os.environ
+    if opts.local_env_from_slurm:
+        slurm = dict(env)
+        env_from_slurm(slurm)
+        for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
+            env[name] = slurm[name]
+    rank = int(env.get("RANK") or 0)
+    local_rank = int(env.get("LOCAL_RANK") or 0)
+    job_id = env.get("SLURM_JOB_ID") or None
+    checkpoints = opts.run_dir / "checkpoints"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    env["DDP_TUI_RUN_DIR"] = str(opts.run_dir)
+    env["DDP_TUI_CHECKPOINT_DIR"] = str(checkpoints)
+    env["DDP_TUI_REQUEUE_EXIT_CODE"] = str(EXIT_REQUEUE)
+    env["DDP_TUI_ATTEMPT"] = job_id or ""
+    os.chdir(opts.cwd)
+    append_rank_line(opts.run_dir, rank, local_rank, job_id)
+    argv = [sys.executable, *opts.command]
+    if rank != 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, argv)
+    return Rank0(opts, argv, job_id, launcher(opts, dict(env))).run()
+
+
+class Rank0:
+    """The parent of rank 0's script: copy, parse, record, and pass the exit status on."""
+
+    def __init__(self, opts: Options, argv: list[str], job_id: str | None, how: str) -> None:
+        self.opts = opts
+        self.argv = argv
+        self.job_id = job_id
+        self.run_dir = opts.run_dir
+        self.child_pid: int | None = None
+        self.signals: list[int] = []  # received (and forwarded), in order
+        self.start = time.monotonic()
+        self.launcher = how
+        self.stdout_open = True
+        self.parse_failed = False
+
+    # -- signals -------------------------------------------------------------------------
+    def _forward(self, signum: int, frame: FrameType | None) -> None:
+        self.signals.append(signum)
+        if self.child_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.child_pid, signum)
+
+    def _install_signals(self) -> None:
+        for sig in FORWARDED_SIGNALS:
+            signal.signal(sig, self._forward)
+
+    # -- outputs -------------------------------------------------------------------------
+    def _open_outputs(self) -> None:
+        clear_requeue_request(self.run_dir)
+        opts = self.opts
+        self.info = RunJson.start(
+            self.run_dir / RUN_JSON,
+            {
+                "state": "running",
+                "entry": "script",
+                "script": shlex.join(opts.command),
+                "cwd": str(opts.cwd),
+                "metrics_source": opts.metrics,
+                "world_size": opts.world_size or int(os.environ.get("WORLD_SIZE") or 1),
+                "backend": opts.backend,
+                "launcher": self.launcher,
+                "hosts": [],
+                "rank_hosts": [],
+                "epochs": opts.epochs,
+                "job_id": self.job_id,
+                "exit_code": None,
+                "finished_at": None,
+                "epoch_offset": None,
+            },
+        )
+        self.numbering = EpochNumbering(
+            self.info.data.get("epoch_offset"),
+            lambda offset: self.info.update(epoch_offset=offset),
+        )
+        self.parser = StdoutParser("none" if opts.metrics.startswith(CSV_PREFIX) else opts.metrics)
+        self.csv: CsvSource | None = None
+        extras = self.parser.extra_columns
+        if opts.metrics.startswith(CSV_PREFIX):
+            self.csv = CsvSource(
+                opts.metrics[len(CSV_PREFIX) :], opts.cwd, opts.columns, time.time()
+            )
+            extras = self.csv.extra_columns
+        self.metrics = MetricsFile(
+            self.run_dir / "metrics.csv",
+            self.numbering,
+            extras,
+            world_size=self.info.data["world_size"],
+            samples_per_epoch=opts.samples_per_epoch,
+            start=self.start,
+        )
+        self.info.update(epochs_completed=self.metrics.epochs_completed)
+        self.progress = ProgressFile(
+            self.run_dir / "progress.jsonl",
+            self.numbering,
+            lambda: self.metrics.epochs_completed + 1,
+            samples_per_epoch=opts.samples_per_epoch,
+        )
+
+    def _records(self, records: Sequence[Record]) -> None:
+        done = self.metrics.epochs_completed
+        for record in records:
+            if isinstance(record, EpochRecord):
+                self.metrics.add(record)
+            else:
+                self.progress.add(record)
+        if self.metrics.epochs_completed != done:
+            self.info.update(epochs_completed=self.metrics.epochs_completed, **self._hosts())
+
+    def _hosts(self) -> dict[str, list[str]]:
+        by_rank = rank_hosts(self.run_dir, self.job_id)
+        return {"hosts": list(dict.fromkeys(by_rank)), "rank_hosts": by_rank}
+
+    def _guarded(self, step: str, work: Callable[[], None]) -> None:
+        """Run one parsing step; a parsing bug must never stop the copy or the training."""
+        if self.parse_failed:
+            return
+        try:
+            work()
+        except Exception as exc:  # reported once, then parsing stops
+            self.parse_failed = True
+            sys.stderr.write(f"[ddp-tui] metrics parsing stopped ({step}): {exc!r}\n")
+
+    # -- the copy loop -------------------------------------------------------------------
+    def _copy(self, data: bytes) -> None:
+        if not self.stdout_open:
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(1, view) :]
+        except OSError:  # our stdout is gone: keep draining the child, stop copying
+            self.stdout_open = False
+
+    def _feed(self, data: bytes) -> None:
+        self._records(self.parser.feed(data))
+
+    def _tick(self) -> None:
+        self.progress.tick()
+        if self.csv is not None:
+            self._records(self.csv.poll())
+
+    def run(self) -> int:
+        import subprocess  # only rank 0 needs it
+
+        self._install_signals()
+        self._open_outputs()
+        sys.stdout.flush()
+        proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, bufsize=0)
+        self.child_pid = proc.pid
+        self.metrics.restart_clock(time.monotonic())  # the first epoch counts from here
+        for signum in self.signals:  # arrived while the child was being started
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signum)
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        with contextlib.suppress(AttributeError, OSError):
+            import fcntl
+
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
+        next_tick = time.monotonic() + _TICK_SEC
+        while True:
+            wait = max(next_tick - time.monotonic(), 0.0)
+            ready, _, _ = select.select([fd], [], [], wait)
+            if ready:
+                data = os.read(fd, _READ_SIZE)
+                if not data:
+                    break
+                self._copy(data)
+                self._guarded("stdout", functools.partial(self._feed, data))
+            if time.monotonic() >= next_tick:
+                self._guarded("tick", self._tick)
+                next_tick = time.monotonic() + _TICK_SEC
+        proc.stdout.close()
+        code = proc.wait()
+        self._guarded("end", lambda: self._records(self.parser.finish()))
+        if self.csv is not None:
+            csv_source = self.csv
+            self._guarded("end", lambda: self._records(csv_source.finish()))
+        self.progress.tick(float("inf"))
+        self.progress.close()
+        return self._finish(code)
+
+    def _finish(self, code: int) -> int:
+        status = 128 - code if code < 0 else code
+        done = self.metrics.epochs_completed
+        end: dict[str, object] = {
+            "exit_code": status,
+            "epochs_completed": done,
+            "finished_at": utc_now(),
+            **self._hosts(),
+        }
+        if status == 0:
+            end["state"] = "completed"
+        elif status == EXIT_REQUEUE:
+            reason = signal.Signals(self.signals[-1]).name if self.signals else "exit 3"
+            write_requeue_request(self.run_dir, reason, done)
+            end.update(state="preempted", stopped_at=utc_now())
+        else:
+            end["state"] = "failed"
+            end["error"] = (
+                f"the script was killed by {_signal_name(-code)}"
+                if code < 0
+                else f"the script exited with code {code}"
+            )
+        self.info.update(**end)
+        return status
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
