@@ -6,7 +6,8 @@ and a few large data files) is snapshotted the way ``create_run`` does it:
 list comes from ``git ls-files``) then one ``Executor.upload_files``. Each is timed next
 to a reference measured side by side in the same run, interleaved:
 
-- locally (``LocalExecutor``) against ``shutil.copytree`` of the same directory;
+- locally (``LocalExecutor``) against ``shutil.copytree`` of the same directory (both in
+  ``/dev/shm`` unless ``--dir`` says otherwise);
 - over SSH (``SSHExecutor`` to the private loopback sshd of ``tests/fixtures/sshd.py``,
   needs root) against ``tar c -C PROJECT . | ssh HOST 'tar x'`` with the OpenSSH client
   on an already open multiplexed connection (ControlMaster), so neither side pays for a
@@ -16,7 +17,7 @@ The run directory's extra cost is also reported: bytes sent (the tar stream) aga
 the project's bytes, and SSH commands per upload (must be 1).
 
     .venv/bin/python benchmarks/bench_snapshot.py [--mb 50] [--small 2000]
-        [--iterations 3] [--no-ssh] [--json out.json]
+        [--iterations 3] [--no-ssh] [--dir DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -107,10 +108,9 @@ def row(name: str, ours: list[float], ref: list[float], **extra: Any) -> dict[st
             "ratio": round(mo / mr, 2), **extra}  # fmt: skip
 
 
-def snapshot_upload(project: Path, executor: Executor, dst: str) -> SnapshotManifest:
+def snapshot_upload(project: Path, executor: Executor, dst: str) -> tuple[SnapshotManifest, int]:
     manifest = build_manifest(project, max_bytes=1 << 40)
-    executor.upload_files(manifest.files, dst)
-    return manifest
+    return manifest, executor.upload_files(manifest.files, dst)
 
 
 def bench_local(project: Path, scratch: Path, iterations: int) -> list[dict[str, Any]]:
@@ -197,9 +197,8 @@ def bench_ssh(env: SshEnv, project: Path, iterations: int) -> list[dict[str, Any
             ex.remove_tree(f"~/{remote}")
 
         execs = ex.exec_count
-        manifest = snapshot_upload(project, ex, f"~/{remote}")
+        manifest, sent = snapshot_upload(project, ex, f"~/{remote}")  # also the warm-up
         commands = ex.exec_count - execs
-        sent = ex.upload_files(manifest.files, f"~/{remote}")
         clear()
         ours, ref = interleave(
             lambda: snapshot_upload(project, ex, f"~/{remote}"), reference, iterations, clear
@@ -225,11 +224,20 @@ def main() -> int:
     parser.add_argument("--small", type=int, default=2000, help="small source files")
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--no-ssh", action="store_true", help="local only")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path("/dev/shm") if Path("/dev/shm").is_dir() else None,
+        help="where the project and the local copies go (default: /dev/shm, a tmpfs, so "
+        "the local ratio is the code's and not a busy disk's)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     ssh_reason = "--no-ssh" if args.no_ssh else skip_reason()
     with ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-snap-")))
+        scratch = Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-snap-", dir=args.dir))
+        )
         project = scratch / "project"
         project.mkdir()
         start = time.perf_counter()
@@ -238,7 +246,7 @@ def main() -> int:
         made = time.perf_counter() - start
         print(
             f"project: {files} files, {size / MB:.1f} MB (made in {made:.1f} s); "
-            f"cpus {os.cpu_count()}, load {os.getloadavg()[0]:.2f}; "
+            f"in {scratch.parent}; cpus {os.cpu_count()}, load {os.getloadavg()[0]:.2f}; "
             f"median of {args.iterations} interleaved runs"
         )
         rows = bench_local(project, scratch, args.iterations)

@@ -332,14 +332,34 @@ def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) ->
             ) from None
         plans = cluster.plan_sweep(spec, sizes, dimension=args.sweep_over)
         _warn(plans)
-        for view in cluster.submit_plans(plans):
+        errors = [e for p in plans for e in p.errors]
+        if errors:
+            raise ValidationFailed(errors)
+        for plan in plans:
+            view = cluster.submit(plan)
+            _report_snapshot(cluster, plan)
             print(f"{view.run_id}\t{view.job_id}\t{view.spec.nodes}x{view.spec.gpus_per_node}")
         return 0
     plan = cluster.plan(spec)
     _warn([plan])
     view = cluster.submit(plan)
+    _report_snapshot(cluster, plan)
     print(f"{view.run_id}\t{view.job_id}")
     return 0
+
+
+def _report_snapshot(cluster: Cluster, plan: SubmitPlan) -> None:
+    """Say on stderr what a script's snapshot held and how long its upload took."""
+    upload = cluster.store.last_upload
+    if plan.snapshot is None or upload is None:
+        return
+    snap = plan.snapshot
+    if snap.commit:
+        state = " with uncommitted changes" if snap.dirty else ""
+        where = f"{snap.source} at commit {snap.commit[:12]}{state}"
+    else:
+        where = snap.source
+    print(f"ddp-tui: snapshot of {where}: {snap.summary(upload.seconds)}", file=sys.stderr)
 
 
 def _warn(plans: Sequence[SubmitPlan]) -> None:

@@ -330,9 +330,7 @@ def comparison_markdown(group: str, df: pd.DataFrame) -> str:
             "after the first"
         )
     else:
-        basis = (
-            "Throughput is samples/s over all ranks, the median of the epochs after the first"
-        )
+        basis = "Throughput is samples/s over all ranks, the median of the epochs after the first"
     md = [
         f"# Scaling comparison: {group}",
         "",

@@ -92,7 +92,9 @@ def test_requeue_of_a_checkpointing_script_resumes_and_runs_every_epoch_once(
     assert len((run_dir / "ranks.jsonl").read_text().splitlines()) == 4
     out = (run_dir / f"slurm-{view.job_id}.out").read_text()
     err = (run_dir / f"slurm-{view.job_id}.err").read_text()
-    assert "resuming from" in out + err
+    # The first attempt stopped at the hold on the signal, saved there; the second resumed.
+    assert "checkpoint_ddp: stop signal: saved epoch 2 step 0; exiting with 3" in err
+    assert "resuming from" in out and "at epoch 2 step 0" in out
     assert (run_dir / "checkpoints" / "ckpt.pt").exists()
     checks = cluster.verify(view.run_id)
     assert all(c.ok for c in checks), [(c.name, c.detail) for c in checks if not c.ok]

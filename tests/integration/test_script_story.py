@@ -76,6 +76,8 @@ def finish(cluster: Cluster, view: RunView, timeout: float = 240) -> RunView:
 SCRIPTS = [
     # The tutorials' "Epoch 3 - Avg Loss: ..., Accuracy: 92.3%" among noise, its preset named.
     pytest.param("tutorial_ddp.py", "epoch-line", "Training finished.", id="tutorial"),
+    # The same under auto: every preset is tried, and none may take the noise for an epoch.
+    pytest.param("tutorial_ddp.py", "auto", "[batch 5/8] loss", id="tutorial-auto"),
     # ddp_tui_report's lines; auto: they win over every preset.
     pytest.param("helper_ddp.py", "auto", "@ddp-tui ", id="helper"),
     # "epoch=1 loss=... acc=...", found by auto among the presets.

@@ -11,7 +11,6 @@ from ddp_tui.scriptrun import columns
 from ddp_tui.scriptrun.csvsource import CsvSource, fold
 from ddp_tui.scriptrun.presets import (
     METRICS_PRESETS,
-    LineSplitter,
     StdoutParser,
     check_metrics_source,
 )
@@ -185,12 +184,17 @@ def test_user_regex_with_extra_columns_and_counted_epochs() -> None:
     assert epochs(counted) == [(1, {"val_acc": 0.91}), (2, {"val_acc": 0.925})]
 
 
-def test_splitter_keeps_partial_lines() -> None:
-    splitter = LineSplitter()
-    assert splitter.feed(b"abc") == b""
-    assert splitter.feed(b"def\rgh") == b"abcdef\n"
-    assert splitter.feed(b"i\r\n") == b"ghi\n\n"
-    assert splitter.flush() == b""
+def test_lines_cut_across_reads() -> None:
+    line = b"epoch=2 loss=0.25 val_acc=0.5\r\n"
+    for cut in range(1, len(line)):
+        parser = StdoutParser("key-value")
+        got = parser.feed(b"noise\n" + line[:cut]) + parser.feed(line[cut:] + b"more noise")
+        assert epochs(got) == [(2, {"train_loss": 0.25, "val_acc": 0.5})], cut
+    parser = StdoutParser("auto")
+    assert parser.feed(b"Epoch 1 - Avg Loss: 0.5") == []  # no line end yet
+    assert epochs(parser.feed(b"0\n")) == [(1, {"train_loss": 0.5})]
+    assert parser.feed(b"Epoch 2 - Avg Loss: 0.3") == []
+    assert epochs(parser.finish()) == [(2, {"train_loss": 0.3})]  # the stream's last line
 
 
 @pytest.mark.parametrize("name", METRICS_PRESETS)

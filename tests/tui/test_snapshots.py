@@ -124,6 +124,26 @@ def test_compose_inline_errors(snap_compare: Any) -> None:
     assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
 
 
+def test_compose_for_a_users_script(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        from textual.widgets import Select
+
+        await _open_compose(pilot)
+        screen = pilot.app.screen
+        # Entry: script shows the script's fields and hides the trainer's.
+        screen.query_one("#f-entry", Select).value = "script"
+        screen.query_one("#f-script", Input).value = "/home/user/proj/train.py"
+        screen.query_one("#f-script_args", Input).value = "--epochs 3 --lr 0.1 --out 'runs/a b'"
+        await pilot.pause()
+        await wait_until(
+            pilot, lambda: "ddp_tui.scriptrun" in (screen.script or ""), "the script's preview"
+        )
+        await wait_until(pilot, lambda: not screen.preview_pending, "the previews to finish")
+        await pilot.pause()
+
+    assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
+
+
 def test_sweep_modal(snap_compare: Any) -> None:
     async def run_before(pilot: Pilot[None]) -> None:
         await _open_compose(pilot)

@@ -185,3 +185,97 @@ def test_dry_run_prints_the_plans_script(
     chdir = next(line for line in out.splitlines() if line.startswith("#SBATCH --chdir="))
     assert RUN_ID_RE.match(Path(chdir.removeprefix("#SBATCH --chdir=")).name)
     assert not (tmp_path / "runs").exists()
+
+
+# -- a user's own script ----------------------------------------------------------------------
+
+
+def script_project(root: Path) -> Path:
+    project = root / "proj"
+    (project / "src").mkdir(parents=True)
+    (project / "train.py").write_text("print('Epoch 1 - Avg Loss: 0.5')\n")
+    (project / "src" / "model.py").write_text("X = 1\n")
+    return project
+
+
+def script_spec(script: str, **changes: Any) -> ExperimentSpec:
+    return tiny(entry="script", script=script, script_args="--epochs 1", **changes)
+
+
+def test_a_script_plan_resolves_its_paths_and_snapshots_the_project(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = script_project(tmp_path)
+    monkeypatch.chdir(project)
+    plan = cluster.plan(script_spec("train.py"))
+    assert plan.ok, plan.errors
+    # Relative paths are made absolute on the app's machine, where the snapshot is taken.
+    assert plan.spec.script == str(project / "train.py")
+    assert plan.spec.project_dir == str(project)
+    assert plan.snapshot is not None
+    assert sorted(arc for _, arc in plan.snapshot.files) == ["src/model.py", "train.py"]
+    assert f"--cwd {plan.run_dir}/project" in plan.script
+    assert "-- train.py" in plan.script
+    cluster.submit(plan)
+    run = Path(plan.run_dir)
+    assert (run / "job.sbatch").read_text() == plan.script
+    assert (run / "project" / "src" / "model.py").read_text() == "X = 1\n"
+    assert json.loads((run / "snapshot.json").read_text())["files"] == 2
+
+
+def test_a_script_that_is_not_there_is_an_inline_error(cluster: Cluster, tmp_path: Path) -> None:
+    plan = cluster.plan(script_spec(str(tmp_path / "nope.py")))
+    assert [e.field for e in plan.errors] == ["script"]
+    assert "not found on this machine" in plan.errors[0].message
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+
+
+def test_a_script_outside_its_project_or_left_out_of_it_is_refused(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    project = script_project(tmp_path)
+    other = tmp_path / "elsewhere.py"
+    other.write_text("")
+    plan = cluster.plan(script_spec(str(other), project_dir=str(project)))
+    assert [e.field for e in plan.errors] == ["script"]
+    assert "not inside the project directory" in plan.errors[0].message
+    # A script in a directory the snapshot always skips (a cache) could not run in the job.
+    cache = project / "__pycache__"
+    cache.mkdir()
+    (cache / "t.py").write_text("")
+    plan = cluster.plan(script_spec(str(cache / "t.py"), project_dir=str(project)))
+    assert [e.field for e in plan.errors] == ["script"]
+    assert "left out of the snapshot" in plan.errors[0].message
+
+
+def test_a_project_above_the_size_cap_is_refused_on_project_dir(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    project = script_project(tmp_path)
+    (project / "data.bin").write_bytes(b"\0" * (2 * 2**20))
+    plan = cluster.plan(script_spec(str(project / "train.py"), snapshot_max_mb=1))
+    assert [e.field for e in plan.errors] == ["project_dir"]
+    assert "data.bin" in plan.errors[0].message
+    assert "snapshot_max_mb" in plan.errors[0].message
+
+
+def test_a_script_run_in_place_must_exist_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    project = script_project(tmp_path)
+    plan = cluster.plan(script_spec(str(project / "missing.py"), code_mode="in-place"))
+    assert [e.field for e in plan.errors] == ["script"]
+    assert "does not exist on the cluster" in plan.errors[0].message
+    plan = cluster.plan(script_spec(str(project / "train.py"), code_mode="in-place"))
+    assert plan.ok and plan.snapshot is None
+    # In place, the script runs from where it is: nothing is copied, and a retry runs
+    # whatever is there then.
+    assert f"--cwd {project}" in plan.script
+    assert f"-- {project / 'train.py'}" in plan.script
+
+
+def test_a_module_script_snapshots_the_project_and_runs_with_dash_m(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    project = script_project(tmp_path)
+    plan = cluster.plan(script_spec("-m src.model", project_dir=str(project)))
+    assert plan.ok, plan.errors
+    assert "    -- -m\n    src.model\n    --epochs 1\n)" in plan.script

@@ -59,7 +59,9 @@ def test_closed_lists_are_checked_as_one_of() -> None:
 def test_integer_ranges_are_the_described_ones(name: str) -> None:
     f = FIELDS[name]
     assert f.minimum is not None and f.maximum is not None
-    base = ExperimentSpec(entry="script", script="t.py") if f.applies == "script" else ExperimentSpec()
+    base = (
+        ExperimentSpec(entry="script", script="t.py") if f.applies == "script" else ExperimentSpec()
+    )
     for ok in (f.minimum, f.maximum):  # (cross-field rules may still refuse them)
         assert field_errors(base.replace(**{name: ok})) == []
     errors = [e for e in validate(base.replace(**{name: f.maximum + 1})) if e.field == name]

@@ -88,7 +88,9 @@ STRATS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "code_mode": (st.sampled_from(["snapshot", "in-place"]), nasty),
     "snapshot_max_mb": (ints(1, 1000), st.one_of(ints(-1, 0), wrong_type)),
     "metrics": (
-        st.sampled_from(["auto", "epoch-line", "regex:loss=(?P<train_loss>\\S+) $x", "csv:a b.csv"]),
+        st.sampled_from(
+            ["auto", "epoch-line", "regex:loss=(?P<train_loss>\\S+) $x", "csv:a b.csv"]
+        ),
         st.one_of(nasty, nasty.map(lambda t: "regex:" + t), wrong_type),
     ),
     "metrics_columns": (

@@ -38,7 +38,6 @@ from ddp_tui.remote.runs import (
     RunStoreError,
     new_run_id,
 )
-from ddp_tui.remote.scripts import prepare_script
 from ddp_tui.remote.scheduler import (
     AccountingUnavailable,
     PartitionInfo,
@@ -46,6 +45,7 @@ from ddp_tui.remote.scheduler import (
     SchedulerError,
     SchedulerUnavailable,
 )
+from ddp_tui.remote.scripts import prepare_script
 from ddp_tui.remote.submission import RECOVER_SUBMIT_SEC, submit_attempt
 from ddp_tui.remote.verification import RunFiles, verify_run
 from ddp_tui.remote.view_building import (
@@ -191,12 +191,14 @@ class Cluster:
                 )
         errors = spec_errors(spec, self.scheduler.name, parts)
         snapshot = None
+        # A user's script is found (and its project snapshotted) once its own fields are
+        # right; the trainer's preflight of the same shape needs neither.
         script_fields = {"script", "project_dir", "code_mode", "snapshot_max_mb"}
-        if kind == "train" and spec.entry == "script":
-            if not any(e.field in script_fields for e in errors):
-                prep = prepare_script(spec, self.executor)
-                spec, snapshot = prep.spec, prep.snapshot
-                errors += prep.errors
+        wrong = {e.field for e in errors}
+        if kind == "train" and spec.entry == "script" and not wrong & script_fields:
+            prep = prepare_script(spec, self.executor)
+            spec, snapshot = prep.spec, prep.snapshot
+            errors += prep.errors
         ref = self.store.ref(new_run_id(spec.name))
         return make_plan(
             spec,

@@ -49,13 +49,15 @@ def _prepare_snapshot(spec: ExperimentSpec) -> ScriptPrep:
         path = _absolute(spec.script, project or here)
         if not path.is_file():
             problem = "a directory" if path.is_dir() else "not found"
-            return _failed(spec, "script", f"{path} is {problem} on this machine (the snapshot "
-                           "is taken here): give the path of the script file")
+            return _failed(
+                spec,
+                "script",
+                f"{path} is {problem} on this machine (the snapshot "
+                "is taken here): give the path of the script file",
+            )
         project = project or path.parent
         if not path.is_relative_to(project):
-            return _failed(
-                spec, "script", f"{path} is not inside the project directory {project}"
-            )
+            return _failed(spec, "script", f"{path} is not inside the project directory {project}")
         script = str(path)
     project = project or here
     if not project.is_dir():

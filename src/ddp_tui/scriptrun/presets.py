@@ -43,9 +43,12 @@ _TQDM = re.compile(
 _TQDM_EPOCH = re.compile(r"epoch\s*[:=]?\s*(\d+)", re.I)
 _TQDM_RATE = re.compile(rf"({_NUM})\s*(it/s|s/it)")
 _HF_PAIR = re.compile(rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\()?({_NUM})""")
-_HELPER_LINE = re.compile(rb"@ddp-tui (\{[^\n]*\})")
-# Lines worth a preset's look: every preset's line names an epoch or draws a tqdm bar.
-_TRIGGERS = (b"poch", b"POCH", b"%|")
+_TAG = HELPER_TAG.encode()
+_HELPER_LINE = re.compile(rb"@ddp-tui (\{[^\r\n]*\})")
+# Lines worth a preset's look: every preset's line names an epoch ("Epoch", "epoch") or
+# draws a tqdm bar. Each needle is one pass over the text, so there are few of them.
+_TRIGGERS = (b"poch", b"%|")
+_MAX_LINE = 1 << 20  # a longer line is dropped: no metric line is that long
 
 
 def _pairs(regex: re.Pattern[str], text: str) -> Iterator[tuple[str, str, bool]]:
@@ -183,8 +186,13 @@ class UserRegex:
         self.extra_columns = extra_columns(pattern)
         self._count = 0
 
-    def scan(self, text: bytes, emit: list[Record]) -> None:
-        for m in self.regex.finditer(text):
+    def scan(self, text: bytes, start: int, end: int | None, emit: list[Record]) -> None:
+        matches = (
+            self.regex.finditer(text, start)
+            if end is None
+            else self.regex.finditer(text, start, end)
+        )
+        for m in matches:
             groups = {k: v.decode(errors="replace") for k, v in m.groupdict().items() if v}
             self._record(groups, emit)
 
@@ -246,18 +254,30 @@ def check_metrics_source(text: str) -> str | None:
     return f"unknown metrics source {text!r}: use one of {names}, regex:PATTERN or csv:PATH"
 
 
-def _candidate_lines(text: bytes) -> list[str]:
-    """The lines of ``text`` that hold a trigger, in order, found by C-level searches."""
-    starts: dict[int, int] = {}
+def _line_start(text: bytes, start: int, pos: int) -> int:
+    return max(text.rfind(b"\n", start, pos), text.rfind(b"\r", start, pos)) + 1
+
+
+def _line_end(text: bytes, pos: int, end: int) -> int:
+    """Where the line holding ``pos`` ends (its ``\n`` or ``\r``), or ``end``."""
+    ends = [i for i in (text.find(b"\n", pos, end), text.find(b"\r", pos, end)) if i >= 0]
+    return min(ends) if ends else end
+
+
+def _candidate_lines(text: bytes, start: int, end: int) -> list[str]:
+    """The lines of ``text[start:end]`` that hold a trigger, in order.
+
+    ``bytes.find`` over the range (no copy) is the whole cost for text without triggers.
+    """
+    found: dict[int, int] = {}
     for needle in _TRIGGERS:
-        pos = text.find(needle)
+        pos = text.find(needle, start, end)
         while pos >= 0:
-            start = text.rfind(b"\n", 0, pos) + 1
-            end = text.find(b"\n", pos)
-            end = len(text) if end < 0 else end
-            starts[start] = end
-            pos = text.find(needle, end)
-    return [text[s : starts[s]].decode(errors="replace") for s in sorted(starts)]
+            line_start = _line_start(text, start, pos)
+            line_end = _line_end(text, pos, end)
+            found[line_start] = line_end
+            pos = text.find(needle, line_end, end)
+    return [text[a : found[a]].decode(errors="replace") for a in sorted(found)]
 
 
 def _helper_record(payload: bytes) -> Record | None:
@@ -297,33 +317,6 @@ def _float_or_none(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-class LineSplitter:
-    """Cuts a byte stream into whole lines: ``\\r`` and ``\\n`` both end one, and a line split
-    across reads waits for its end. A line longer than ``limit`` is dropped (no metric is)."""
-
-    def __init__(self, limit: int = 1 << 20) -> None:
-        self._tail = b""
-        self._limit = limit
-
-    def feed(self, data: bytes) -> bytes:
-        """The whole lines completed by ``data``, each ending with ``\\n``."""
-        data = data.replace(b"\r", b"\n")
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            self._tail += data
-            if len(self._tail) > self._limit:
-                self._tail = b""
-            return b""
-        whole = self._tail + data[: cut + 1] if self._tail else data[: cut + 1]
-        self._tail = data[cut + 1 :]
-        return whole
-
-    def flush(self) -> bytes:
-        """What is left at the end of the stream (a last line without a newline)."""
-        rest, self._tail = self._tail, b""
-        return rest + b"\n" if rest else b""
-
-
 class StdoutParser:
     """The parsing of one stream for one ``metrics`` value (not ``csv:``).
 
@@ -343,41 +336,63 @@ class StdoutParser:
             self.regex = UserRegex(source[len(REGEX_PREFIX) :])
         self.helper_seen = False
         self._hf = HfDict()
-        self._splitter = LineSplitter()
+        self._tail = b""  # a line cut by the end of the last read
 
     @property
     def extra_columns(self) -> tuple[str, ...]:
         return self.regex.extra_columns if self.regex else ()
 
     def feed(self, data: bytes) -> list[Record]:
-        """Records from the lines ``data`` completes (bytes as read from the pipe)."""
-        if not self.enabled:
+        """Records from the lines ``data`` completes (bytes as read from the pipe).
+
+        The lines are scanned where they lie in ``data`` (ranges, no copy); only the line cut
+        by the previous read is joined with its rest.
+        """
+        if not self.enabled or not data:
             return []
-        return self.scan(self._splitter.feed(data))
+        first = _line_end(data, 0, len(data))
+        if first == len(data):  # no line ends here: all of it continues the cut line
+            self._tail += data
+            if len(self._tail) > _MAX_LINE:
+                self._tail = b""
+            return []
+        out: list[Record] = []
+        head = self._tail + data[: first + 1]
+        self._scan(head, 0, len(head), out)
+        last = _line_start(data, first, len(data))  # just past the last line end
+        if last > first + 1:
+            self._scan(data, first + 1, last, out)
+        self._tail = data[last:]
+        return out
 
     def finish(self) -> list[Record]:
         """Records from a last line without a newline, at the end of the stream."""
-        return self.scan(self._splitter.flush()) if self.enabled else []
-
-    def scan(self, text: bytes) -> list[Record]:
-        """Records from whole lines (``\\n``-separated, no ``\\r``)."""
+        if not self.enabled or not self._tail:
+            return []
+        rest, self._tail = self._tail + b"\n", b""
         out: list[Record] = []
-        if not text:
-            return out
-        if HELPER_TAG.encode() in text:
-            for m in _HELPER_LINE.finditer(text):
+        self._scan(rest, 0, len(rest), out)
+        return out
+
+    def _scan(self, text: bytes, start: int, end: int, out: list[Record]) -> None:
+        """Records from the whole lines in ``text[start:end]``."""
+        # A single-byte search first: memchr, an order faster than the tag's search.
+        if text.find(b"@", start, end) >= 0 and text.find(_TAG, start, end) >= 0:
+            for m in _HELPER_LINE.finditer(text, start, end):
                 record = _helper_record(m.group(1))
                 if record is not None:
                     out.append(record)
                     self.helper_seen = True
         if self.helper_seen:
-            return out
+            return
         if self.regex is not None:
-            self.regex.scan(text, out)
-        if self.presets and any(t in text for t in _TRIGGERS):
-            for line in _candidate_lines(text):
+            if text.find(b"\r", start, end) >= 0:  # the user's ^ and $ know only \n
+                self.regex.scan(text[start:end].replace(b"\r", b"\n"), 0, None, out)
+            else:
+                self.regex.scan(text, start, end, out)
+        if self.presets:
+            for line in _candidate_lines(text, start, end):
                 self._line(line, out)
-        return out
 
     def _line(self, line: str, out: list[Record]) -> None:
         presets = self.presets
@@ -397,7 +412,6 @@ __all__ = [
     "CSV_PREFIX",
     "METRICS_PRESETS",
     "REGEX_PREFIX",
-    "LineSplitter",
     "StdoutParser",
     "as_fraction",
     "check_metrics_source",

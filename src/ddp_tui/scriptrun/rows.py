@@ -31,8 +31,9 @@ def _cell(value: float | int | str | None) -> str:
 class EpochNumbering:
     """Script epoch -> contract epoch; the offset is decided by the first epoch number seen."""
 
-    def __init__(self, offset: int | None, on_decided: Callable[[int], None]) -> None:
+    def __init__(self, offset: int | None, on_decided: Callable[[int | None], None]) -> None:
         self.offset = offset
+        self._kept = offset  # from an earlier attempt
         self._on_decided = on_decided
 
     def shift(self, epoch: int) -> int:
@@ -40,6 +41,12 @@ class EpochNumbering:
             self.offset = 1 if epoch == 0 else 0
             self._on_decided(self.offset)
         return epoch + self.offset
+
+    def forget_attempt(self) -> None:
+        """Undo an offset this attempt decided (its evidence was overruled)."""
+        if self.offset != self._kept:
+            self.offset = self._kept
+            self._on_decided(self.offset)
 
 
 class MetricsFile:
@@ -60,9 +67,10 @@ class MetricsFile:
         self.header = COLUMNS + tuple(c for c in extra_columns if c not in COLUMNS)
         self.world_size = world_size
         self.samples_per_epoch = samples_per_epoch
-        self._last = time.monotonic() if start is None else start
+        self._last = self._clock_start = time.monotonic() if start is None else start
         self._mine: set[int] = set()  # epochs this attempt has written
         self.rows: dict[int, dict[str, str]] = self._load()
+        self._loaded = dict(self.rows)
         self._rewrite()
 
     def _load(self) -> dict[int, dict[str, str]]:
@@ -81,7 +89,18 @@ class MetricsFile:
 
     def restart_clock(self, now: float) -> None:
         """The time the next new epoch's time is measured from (the child's start)."""
-        self._last = now
+        self._last = self._clock_start = now
+
+    def forget_attempt(self) -> None:
+        """Drop this attempt's rows: the script's helper lines overrule what the presets read
+        from the lines before the first of them."""
+        if not self._mine:
+            return
+        self._mine.clear()
+        self.rows = dict(self._loaded)
+        self._last = self._clock_start
+        self.numbering.forget_attempt()
+        self._rewrite()
 
     @property
     def epochs_completed(self) -> int:
@@ -95,11 +114,13 @@ class MetricsFile:
             return None
         cells = {k: _cell(v) for k, v in record.values.items()}
         cells.update(record.extras)
+        grown = [k for k in record.extras if k not in self.header]
+        self.header += tuple(grown)  # a helper's own metric: a new column, so a rewrite below
         if epoch in self._mine:  # the same epoch again (a later line with more of its values)
             row = dict(self.rows[epoch])
             row.update(cells)
             self._fill_throughput(row, record.samples)
-            if row == self.rows[epoch]:
+            if row == self.rows[epoch] and not grown:
                 return None
             self.rows[epoch] = row
             self._rewrite()
@@ -110,7 +131,7 @@ class MetricsFile:
             row["epoch_time_sec"] = _cell(max(now - self._last, 0.0))
         self._last = now
         self._fill_throughput(row, record.samples)
-        append = epoch > self.epochs_completed
+        append = epoch > self.epochs_completed and not grown
         self.rows[epoch] = row
         if append:
             self._append(row)

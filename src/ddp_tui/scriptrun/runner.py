@@ -39,7 +39,7 @@ from .runinfo import (
 )
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
-_READ_SIZE = 1 << 20
+_READ_SIZE = 1 << 16  # larger reads cost more (fresh pages) than they save
 _PIPE_SIZE = 1 << 20  # fewer, larger reads at high output rates (Linux only; best effort)
 _TICK_SEC = 1.0  # CSV polls and throttled progress lines
 
@@ -272,7 +272,11 @@ class Rank0:
             self.stdout_open = False
 
     def _feed(self, data: bytes) -> None:
-        self._records(self.parser.feed(data))
+        before = self.parser.helper_seen
+        records = self.parser.feed(data)
+        if self.parser.helper_seen and not before:
+            self.metrics.forget_attempt()
+        self._records(records)
 
     def _tick(self) -> None:
         self.progress.tick()

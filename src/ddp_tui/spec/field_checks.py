@@ -295,12 +295,12 @@ def check_script(field: FieldSpec, value: object) -> list[FieldError]:
     ``-m package.module``. Whether the file exists is the plan's to check: it is on the
     app's machine for a snapshot and on the cluster in place."""
     error = text_error(field.name, value, max_len=field.max_len, required=False)
-    if error is None and isinstance(value, str) and value.startswith("-"):
-        if not _MODULE_RE.fullmatch(value.strip()):
-            error = FieldError(
-                field.name,
-                f"must be a path to a .py file, or -m package.module, got {value!r}",
-            )
+    module = isinstance(value, str) and value.startswith("-")
+    if error is None and module and not _MODULE_RE.fullmatch(str(value).strip()):
+        error = FieldError(
+            field.name,
+            f"must be a path to a .py file, or -m package.module, got {value!r}",
+        )
     return [] if error is None else [error]
 
 
@@ -310,9 +310,7 @@ def check_script_args(field: FieldSpec, value: object) -> list[FieldError]:
         try:
             shlex.split(value)
         except ValueError as e:
-            error = FieldError(
-                field.name, f"must split into shell words ({e}), got {value!r}"
-            )
+            error = FieldError(field.name, f"must split into shell words ({e}), got {value!r}")
     return [] if error is None else [error]
 
 

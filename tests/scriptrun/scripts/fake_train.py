@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 p = argparse.ArgumentParser()
@@ -45,7 +44,8 @@ for i, epoch in enumerate(range(args.first, args.last + 1)):
     if args.tqdm:
         for step in range(1, 11):
             bar = "#" * step + " " * (10 - step)
-            out.write(f"\rEpoch {epoch}: {step * 10:3d}%|{bar}| {step}/10 [00:01<00:01, 20.00it/s, loss={loss}]")
+            rest = f"[00:01<00:01, 20.00it/s, loss={loss}]"
+            out.write(f"\rEpoch {epoch}: {step * 10:3d}%|{bar}| {step}/10 {rest}")
             out.flush()
         out.write("\n")
     if args.csv:

@@ -23,6 +23,8 @@ from ddp_tui.remote.ssh.channels import RECV, BatchServer, HelperGone, send_sign
 from ddp_tui.remote.ssh.transport import CONNECTION_TROUBLE, Link
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: Bytes of a command's stdin handed to the channel at a time.
+STDIN_SLICE = 1 << 16
 
 
 class Remote:
@@ -91,8 +93,11 @@ class Remote:
 
         def feed_stdin() -> None:
             try:
-                if stdin:
-                    chan.sendall(stdin)
+                # In slices: paramiko's sendall copies what is left after every packet,
+                # which is quadratic in a large stdin such as an upload's tar stream.
+                data = stdin or b""
+                for at in range(0, len(data), STDIN_SLICE):
+                    chan.sendall(data[at : at + STDIN_SLICE])
                 chan.shutdown_write()
             except Exception:  # the command exited without reading it all
                 pass

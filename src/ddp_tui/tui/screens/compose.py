@@ -77,8 +77,8 @@ class ComposeScreen(BaseScreen):
         yield StatusHeader(self.title_text)
         with Horizontal(id="compose-body"):
             with VerticalScroll(id="form"):
-                for section, fields in FORM_SECTIONS:
-                    yield Static(section, classes="section")
+                for i, (section, fields) in enumerate(FORM_SECTIONS):
+                    yield Static(section, classes="section", id=f"section-{i}")
                     for field in fields:
                         with Horizontal(classes="field-row", id=f"row-{field.name}"):
                             yield Label(field.label, classes="field-label")
@@ -104,11 +104,15 @@ class ComposeScreen(BaseScreen):
     def show_entry(self, entry: str) -> None:
         """Show only the fields of ``entry`` (the trainer's or a script's) and those of all;
         the hidden ones keep their values, and validation skips them as well."""
-        for name, field in FIELDS.items():
-            if field.applies:
-                self.query_one(f"#row-{name}").display = field.applies == entry
-                if field.applies != entry:
-                    self.query_one(f"#e-{name}").display = False
+        for i, (_, fields) in enumerate(FORM_SECTIONS):
+            for field in fields:
+                if field.applies:
+                    self.query_one(f"#row-{field.name}").display = field.applies == entry
+                    if field.applies != entry:
+                        self.query_one(f"#e-{field.name}").display = False
+            # A section whose every field is the other entry's goes with them.
+            shown = any(f.applies in ("", entry) for f in fields)
+            self.query_one(f"#section-{i}").display = shown
 
     # -- reading the form -----------------------------------------------------
 
