@@ -6,6 +6,7 @@ only need the app, the facade and run directories.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -288,3 +289,108 @@ async def test_the_preview_is_the_submitted_job_script_byte_for_byte(tmp_path: P
         run = await wait_run(pilot, "same", lambda r: r.job_id is not None, "a job id", 30)
         submitted = (Path(run.run_dir) / "job.sbatch").read_bytes()
         assert submitted == previewed.encode("utf-8")
+
+
+#: A user's own script: (field, what a user might type, words the inline error must contain)
+BAD_SCRIPT_INPUT: list[tuple[str, str, str]] = [
+    ("script", "-m two words", "-m package.module"),
+    ("script_args", "--name 'unclosed", "shell words"),
+    ("snapshot_max_mb", "0", "from 1"),
+    ("metrics_columns", "loss", "NAME=value"),
+    ("samples_per_epoch", "lots", "integer"),
+]
+
+
+async def test_bad_input_in_a_scripts_fields_gives_inline_errors(tmp_path: Path) -> None:
+    app = local_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(pilot, app)
+        await pilot.press("n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
+        screen = app.screen
+        assert isinstance(screen, ComposeScreen)
+        await pick(pilot, "entry", "script")
+        for field, text, _ in BAD_SCRIPT_INPUT:
+            await type_into(pilot, field, text)
+        await pick(pilot, "metrics", "custom", "__custom__")
+        await type_into(pilot, "metrics", "regex:Epoch (\\d+")
+        await pilot.press("ctrl+s")
+        expected = {field for field, _, _ in BAD_SCRIPT_INPUT} | {"metrics"}
+        await wait_until(
+            pilot,
+            lambda: expected <= set(screen.errors) and not screen.preview_pending,
+            "the preview's errors for every field",
+            30,
+        )
+        cases = [*BAD_SCRIPT_INPUT, ("metrics", "regex:Epoch (\\d+", "does not compile")]
+        problems = []
+        for field, text, words in cases:
+            label = screen.query_one(f"#e-{field}", Static)
+            shown = str(label.render())
+            if not label.display or words.lower() not in shown.lower():
+                problems.append(f"{field}={text!r}: shown {shown!r}, want {words!r}")
+        assert not problems, "\n".join(problems)
+        # Once the fields are right, a script that is not there is named where it is typed.
+        for field, text in (
+            ("script", str(tmp_path / "nope.py")),
+            ("script_args", "--epochs 2"),
+            ("snapshot_max_mb", "100"),
+            ("metrics_columns", ""),
+            ("samples_per_epoch", ""),
+        ):
+            await type_into(pilot, field, text)
+        await type_into(pilot, "metrics", "regex:Epoch (?P<epoch>\\d+)")
+        await wait_until(
+            pilot,
+            lambda: set(screen.errors) == {"script"} and not screen.preview_pending,
+            "only the missing script",
+            30,
+        )
+        assert "not found on this machine" in str(screen.query_one("#e-script", Static).render())
+        assert app.screen is screen  # nothing was submitted, nothing crashed
+        assert not any((tmp_path / "runs").glob("*/spec.json"))
+
+
+@pytest.mark.torch
+async def test_story_compose_a_users_script_submit_and_see_its_parsed_epochs(
+    tmp_path: Path,
+) -> None:
+    # A tutorial-style script that prints "Epoch N - Avg Loss: ..., Accuracy: ...%".
+    script = Path(__file__).resolve().parents[1] / "helpers" / "user_scripts" / "tutorial_ddp.py"
+    app = local_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(pilot, app)
+        await pilot.press("n")
+        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
+        await pick(pilot, "entry", "script")
+        for field, value in (
+            ("name", "mine"),
+            ("script", str(script)),
+            ("script_args", "--epochs 2"),
+            ("gpus_per_node", "2"),
+            ("cpus_per_task", "2"),
+            ("epochs", "2"),
+            ("python", sys.executable),
+        ):
+            await type_into(pilot, field, value)
+        await pick(pilot, "metrics", "epoch-line")
+        await pick(pilot, "device", "cpu")
+        await pick(pilot, "backend", "gloo")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: isinstance(app.screen, JobsScreen), "back to Jobs", 30)
+        run = await wait_run(pilot, "mine", in_states(JobState.COMPLETED), "completed", 180)
+        assert run.epoch_label == "2/2"
+        assert run.last_train_loss is not None
+        table = app.screen.query_one(JobsTable)
+        await wait_until(pilot, lambda: table.selected_run_id == run.run_id, "the cursor on it")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
+        detail = app.screen
+        assert isinstance(detail, DetailScreen)
+        await wait_until(pilot, lambda: len(detail.metrics) == 2, "both parsed epochs")
+        assert [row["epoch"] for row in detail.metrics] == [1.0, 2.0]
+        assert all(row["train_acc"] is not None for row in detail.metrics)  # "92.3%" -> 0.923
+        assert all(0 < (row["train_acc"] or 0) <= 1 for row in detail.metrics)
+        await pilot.press("3")
+        await wait_until(pilot, lambda: bool(detail.checks), "the checklist")
+        assert all(check.ok for check in detail.checks), detail.checks

@@ -224,3 +224,13 @@ def test_a_fifo_is_not_a_file_to_copy(tmp_path: Path) -> None:
     write(root / "train.py")
     os.mkfifo(root / "pipe")  # copying it would block forever
     assert arcnames(build_manifest(root, max_bytes=CAP)) == ["train.py"]
+
+
+def test_a_nested_repository_is_walked_without_its_git_directory(repo: Path) -> None:
+    nested = repo / "vendor" / "lib"
+    write(nested / "lib.py", "L = 1\n")
+    write(nested / "__pycache__" / "lib.cpython-311.pyc")
+    git(nested, "init", "-q")  # git lists it as "vendor/lib/" and does not look inside
+    names = arcnames(build_manifest(repo, max_bytes=CAP))
+    assert "vendor/lib/lib.py" in names
+    assert not any(n.startswith("vendor/lib/") and n != "vendor/lib/lib.py" for n in names)

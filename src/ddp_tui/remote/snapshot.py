@@ -251,19 +251,21 @@ def _git_listing(root: Path) -> list[str] | None:
 
 
 def _from_git(root: Path, listed: list[str]) -> Iterator[tuple[str, str]]:
+    base = str(root)
     for rel in listed:
-        if rel.endswith("/"):
-            # An untracked nested repository (or a submodule's directory): git does not
-            # look inside, so walk it like any other directory.
-            rel = rel.rstrip("/")
+        # A trailing slash is an untracked nested repository; a submodule is listed as
+        # its directory. git does not look inside either: walk them like any directory.
+        rel = rel.rstrip("/")
         if _skipped(rel):
             continue
-        path = root / rel
-        if path.is_dir() and not path.is_symlink():
-            for sub, arc in walk_files(path, skip_dirs=SKIP_DIRS, skip_suffixes=SKIP_SUFFIXES):
+        path = os.path.join(base, rel)  # strings, not Paths: this runs once per file
+        if os.path.isdir(path) and not os.path.islink(path):
+            for sub, arc in walk_files(
+                Path(path), skip_dirs=SKIP_DIRS, skip_suffixes=SKIP_SUFFIXES
+            ):
                 yield sub, f"{rel}/{arc}"
         else:
-            yield str(path), rel
+            yield path, rel
 
 
 def _git_state(root: Path) -> tuple[str | None, bool | None]:

@@ -45,9 +45,6 @@ _TQDM_RATE = re.compile(rf"({_NUM})\s*(it/s|s/it)")
 _HF_PAIR = re.compile(rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\()?({_NUM})""")
 _TAG = HELPER_TAG.encode()
 _HELPER_LINE = re.compile(rb"@ddp-tui (\{[^\r\n]*\})")
-# Lines worth a preset's look: every preset's line names an epoch ("Epoch", "epoch") or
-# draws a tqdm bar. Each needle is one pass over the text, so there are few of them.
-_TRIGGERS = (b"poch", b"%|")
 _MAX_LINE = 1 << 20  # a longer line is dropped: no metric line is that long
 
 
@@ -255,7 +252,8 @@ def check_metrics_source(text: str) -> str | None:
 
 
 def _line_start(text: bytes, start: int, pos: int) -> int:
-    return max(text.rfind(b"\n", start, pos), text.rfind(b"\r", start, pos)) + 1
+    """Where the line holding ``pos`` starts, ``start`` at the earliest."""
+    return max(text.rfind(b"\n", start, pos), text.rfind(b"\r", start, pos), start - 1) + 1
 
 
 def _line_end(text: bytes, pos: int, end: int) -> int:
@@ -265,19 +263,27 @@ def _line_end(text: bytes, pos: int, end: int) -> int:
 
 
 def _candidate_lines(text: bytes, start: int, end: int) -> list[str]:
-    """The lines of ``text[start:end]`` that hold a trigger, in order.
+    """The lines of ``text[start:end]`` worth a preset's look, in order: those that name an
+    epoch (``Epoch``, ``epoch``) and those a lone ``\r`` ends or starts (tqdm's redraws).
 
-    ``bytes.find`` over the range (no copy) is the whole cost for text without triggers.
+    Only two passes touch every byte: ``bytes.find`` for ``poch`` and a ``memchr`` for
+    ``\r``, over the range (no copy); per-line work is for the lines found.
     """
     found: dict[int, int] = {}
-    for needle in _TRIGGERS:
-        pos = text.find(needle, start, end)
-        while pos >= 0:
-            line_start = _line_start(text, start, pos)
-            line_end = _line_end(text, pos, end)
-            found[line_start] = line_end
-            pos = text.find(needle, line_end, end)
-    return [text[a : found[a]].decode(errors="replace") for a in sorted(found)]
+    pos = text.find(b"poch", start, end)
+    while pos >= 0:
+        line_start = _line_start(text, start, pos)
+        line_end = _line_end(text, pos, end)
+        found[line_start] = line_end
+        pos = text.find(b"poch", line_end, end)
+    pos = text.find(b"\r", start, end)
+    while pos >= 0:
+        if not text.startswith(b"\n", pos + 1):  # \r\n ends an ordinary line
+            found[_line_start(text, start, pos)] = pos
+            if pos + 1 < end:
+                found[pos + 1] = _line_end(text, pos + 1, end)
+        pos = text.find(b"\r", pos + 1, end)
+    return [text[a : found[a]].decode(errors="replace") for a in sorted(found) if found[a] > a]
 
 
 def _helper_record(payload: bytes) -> Record | None:
@@ -293,6 +299,7 @@ def _helper_record(payload: bytes) -> Record | None:
             step=_int_or_none(data.get("step")),
             steps_per_epoch=_int_or_none(data.get("steps_per_epoch")),
             loss=_float_or_none(data.get("loss")),
+            helper=True,
         )
     epoch = _int_or_none(data.get("epoch"))
     metrics = data.get("metrics")
@@ -306,7 +313,7 @@ def _helper_record(payload: bytes) -> Record | None:
         for k, v in metrics.items()
         if canonical(str(k)) is None and not is_contract_column(str(k)) and k != "epoch"
     }
-    return EpochRecord(epoch, values, extras, samples)
+    return EpochRecord(epoch, values, extras, samples, helper=True)
 
 
 def _int_or_none(value: object) -> int | None:
@@ -357,12 +364,15 @@ class StdoutParser:
                 self._tail = b""
             return []
         out: list[Record] = []
+        helper_before = self.helper_seen
         head = self._tail + data[: first + 1]
         self._scan(head, 0, len(head), out)
         last = _line_start(data, first, len(data))  # just past the last line end
         if last > first + 1:
             self._scan(data, first + 1, last, out)
         self._tail = data[last:]
+        if self.helper_seen and not helper_before:  # presets read lines before the first one
+            out = [r for r in out if r.helper]
         return out
 
     def finish(self) -> list[Record]:

@@ -18,6 +18,7 @@ class EpochRecord:
     values: dict[str, float] = field(default_factory=dict)  # contract column -> value
     extras: dict[str, str] = field(default_factory=dict)  # extra column -> text
     samples: float | None = None  # samples this epoch, for throughput
+    helper: bool = False  # from a reporting helper's line
 
 
 @dataclass
@@ -30,6 +31,7 @@ class StepRecord:
     loss: float | None = None
     steps_per_sec: float | None = None
     samples_per_sec: float | None = None
+    helper: bool = False
 
 
 Record = EpochRecord | StepRecord
