@@ -266,6 +266,7 @@ def test_a_script_run_in_place_must_exist_on_the_cluster(cluster: Cluster, tmp_p
     assert "does not exist on the cluster" in plan.errors[0].message
     plan = cluster.plan(script_spec(str(project / "train.py"), code_mode="in-place"))
     assert plan.ok and plan.snapshot is None
+    assert any("a retry or requeue runs whatever is at" in w for w in plan.warnings)
     # In place, the script runs from where it is: nothing is copied, and a retry runs
     # whatever is there then.
     assert f"--cwd {project}" in plan.script

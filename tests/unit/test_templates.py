@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -23,9 +24,10 @@ from ddp_tui.sbatch_templates import (
     render_preflight,
     render_training,
     sbatch_directives,
+    script_launch_args,
     trainer_args,
 )
-from ddp_tui.spec import ExperimentSpec, SpecError
+from ddp_tui.spec import ExperimentSpec, SpecError, validate
 from tests.golden.specs import GOLDEN_DIR, GOLDEN_PREFLIGHT, GOLDEN_SPECS, run_dir_for
 
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -334,6 +336,47 @@ def test_single_node_script_hands_every_value_to_the_trainer_intact(
     assert env["PYTHONPATH"] == f"{job.run_dir}/code" and env["PYTHONUNBUFFERED"] == "1"
     assert "[ddp-tui] rendezvous=localhost (torchrun --standalone)" in out
     assert not any("scontrol" in c or "srun" in c for c in job.calls())
+
+
+@pytest.mark.parametrize(
+    ("nodes", "launcher", "via"),
+    [(1, "torchrun", "python"), (2, "torchrun", "srun"), (1, "srun", "srun")],
+)
+def test_a_users_script_gets_every_hostile_word_intact_under_each_launcher(
+    tmp_path: Path, fake_bin: Path, nodes: int, launcher: str, via: str
+) -> None:
+    pwned = tmp_path / "pwned"
+    nasty = f"$(touch {pwned})`touch {pwned}`'\";touch {pwned};\\ *"
+    spec = ExperimentSpec(
+        entry="script",
+        script=f"/home/u/my proj/{nasty}.py",
+        script_args=shlex.join(["--out", nasty, "--glob=*", "~/data", "$HOME"]),
+        project_dir="/home/u/my proj",
+        metrics=f"regex:(?P<epoch>\\d+) {nasty}",
+        metrics_columns=((nasty.replace(" ", "_"), "train_loss"),),
+        device="cpu",
+        backend="gloo",
+        nodes=nodes,
+        launcher=launcher,
+        gpus_per_node=2,
+    )
+    assert validate(spec) == []
+    job = Job(tmp_path, fake_bin, render_training(spec, str(tmp_path / "run")))
+    rc, out = job.run(DDP_TUI_SCHEDULER="local")
+    assert rc == 0, out
+    assert not pwned.exists()
+    (argv,) = job.argv(via)
+    wrapper = _after(argv, "ddp_tui.scriptrun")
+    # The job's HOME is tmp_path: "~/data" expands as typed at a shell; "$HOME" stays a word.
+    expected = [
+        str(tmp_path) + "/data" if a == "~/data" else a
+        for a in script_launch_args(spec, str(job.run_dir))
+    ]
+    assert wrapper == ["--run-dir", str(job.run_dir), *expected]
+    assert wrapper[wrapper.index("--") + 1 :] == [
+        f"{nasty}.py", "--out", nasty, "--glob=*", f"{tmp_path}/data", "$HOME"
+    ]  # fmt: skip
+    assert ("--local-env-from-slurm" in wrapper) == (launcher == "srun")
 
 
 def test_multi_node_script_builds_the_rendezvous_from_the_allocation(

@@ -199,6 +199,7 @@ class Cluster:
             prep = prepare_script(spec, self.executor)
             spec, snapshot = prep.spec, prep.snapshot
             errors += prep.errors
+            warnings += prep.warnings
         ref = self.store.ref(new_run_id(spec.name))
         return make_plan(
             spec,

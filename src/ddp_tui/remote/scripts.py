@@ -25,6 +25,7 @@ class ScriptPrep:
     spec: ExperimentSpec
     snapshot: SnapshotManifest | None
     errors: tuple[FieldError, ...]
+    warnings: tuple[str, ...] = ()
 
 
 def _absolute(text: str, base: Path) -> Path:
@@ -35,7 +36,13 @@ def _absolute(text: str, base: Path) -> Path:
 def prepare_script(spec: ExperimentSpec, executor: Executor) -> ScriptPrep:
     """``spec`` (a valid ``entry="script"`` spec) ready to render: see the module's doc."""
     if spec.code_mode == "in-place":
-        return ScriptPrep(spec, None, tuple(_check_in_place(spec, executor)))
+        errors = tuple(_check_in_place(spec, executor))
+        where = spec.project_dir or spec.script
+        note = (
+            f"the script runs in place: a retry or requeue runs whatever is at {where} on the "
+            "cluster then (code mode snapshot keeps a copy with the run)"
+        )
+        return ScriptPrep(spec, None, errors, () if errors else (note,))
     return _prepare_snapshot(spec)
 
 

@@ -381,7 +381,10 @@ class StdoutParser:
             return []
         rest, self._tail = self._tail + b"\n", b""
         out: list[Record] = []
+        helper_before = self.helper_seen
         self._scan(rest, 0, len(rest), out)
+        if self.helper_seen and not helper_before:
+            out = [r for r in out if r.helper]
         return out
 
     def _scan(self, text: bytes, start: int, end: int, out: list[Record]) -> None:

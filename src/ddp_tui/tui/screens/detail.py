@@ -80,6 +80,12 @@ def summary_text(run: RunView | None, run_json: Mapping[str, object] | None, run
         text.append("none", style="dim")
     if run.group:
         text.append(f"   group {run.group}", style="dim")
+    spec = run.spec
+    if spec.entry == "script":
+        text.append("\n script: ")
+        text.append(f"{spec.script} {spec.script_args}".strip(), style="bold")
+        where = "in place" if spec.code_mode == "in-place" else f"snapshot of {spec.project_dir}"
+        text.append(f"   {where}, metrics {spec.metrics}", style="dim")
     hosts: Sequence[str] = run.hosts
     world = run.world_size
     backend = run.backend
