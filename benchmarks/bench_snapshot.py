@@ -104,8 +104,8 @@ def interleave(
 
 def row(name: str, ours: list[float], ref: list[float], **extra: Any) -> dict[str, Any]:
     mo, mr = statistics.median(ours), statistics.median(ref)
-    return {"case": name, "ours_s": round(mo, 3), "reference_s": round(mr, 3),
-            "ratio": round(mo / mr, 2), **extra}  # fmt: skip
+    rounded = {"ours_s": round(mo, 3), "reference_s": round(mr, 3), "ratio": round(mo / mr, 2)}
+    return {"case": name, **rounded, **extra}
 
 
 def snapshot_upload(project: Path, executor: Executor, dst: str) -> tuple[SnapshotManifest, int]:

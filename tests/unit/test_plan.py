@@ -280,3 +280,18 @@ def test_a_module_script_snapshots_the_project_and_runs_with_dash_m(
     plan = cluster.plan(script_spec("-m src.model", project_dir=str(project)))
     assert plan.ok, plan.errors
     assert "    -- -m\n    src.model\n    --epochs 1\n)" in plan.script
+
+
+def test_a_submit_copies_the_project_as_it_is_then_not_as_it_was_planned(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # A Compose preview can be minutes old: a file added since is in the run, one removed
+    # since is not.
+    project = script_project(tmp_path)
+    plan = cluster.plan(script_spec(str(project / "train.py")))
+    assert plan.ok, plan.errors
+    (project / "src" / "added.py").write_text("Y = 2\n")
+    (project / "src" / "model.py").unlink()
+    cluster.submit(plan)
+    copied = Path(plan.run_dir) / "project" / "src"
+    assert sorted(p.name for p in copied.iterdir()) == ["added.py"]

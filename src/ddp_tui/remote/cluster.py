@@ -45,7 +45,8 @@ from ddp_tui.remote.scheduler import (
     SchedulerError,
     SchedulerUnavailable,
 )
-from ddp_tui.remote.scripts import prepare_script
+from ddp_tui.remote.scripts import current_snapshot, prepare_script
+from ddp_tui.remote.snapshot import SnapshotError
 from ddp_tui.remote.submission import RECOVER_SUBMIT_SEC, submit_attempt
 from ddp_tui.remote.verification import RunFiles, verify_run
 from ddp_tui.remote.view_building import (
@@ -231,6 +232,12 @@ class Cluster:
         directory exists already (the plan was submitted before)."""
         if not plan.ok:
             raise ValidationFailed(plan.errors)
+        snapshot = plan.snapshot
+        if snapshot is not None:
+            try:
+                snapshot = current_snapshot(plan.spec)
+            except SnapshotError as exc:
+                raise ValidationFailed([FieldError("project_dir", str(exc))]) from None
         try:
             ref = self.store.create_run(
                 plan.spec.to_dict(),
@@ -239,7 +246,7 @@ class Cluster:
                 plan.group,
                 kind=plan.kind,
                 run_id=plan.run_id,
-                snapshot=plan.snapshot,
+                snapshot=snapshot,
             )
         except RunExists as exc:
             raise ValidationFailed(

@@ -287,7 +287,14 @@ class RunStore:
         code = [(p, f"{CODE_DIR}/{arc}") for p, arc in self.code_files()]
         project = [(p, f"{PROJECT_DIR}/{arc}") for p, arc in (snapshot.files if snapshot else ())]
         start = time.monotonic()
-        sent = self.executor.upload_files(code + project, run_dir)
+        try:
+            sent = self.executor.upload_files(code + project, run_dir)
+        except FileNotFoundError as exc:
+            # A project file went away after its listing: say which, not a traceback.
+            raise RunStoreError(
+                f"{exc.filename or exc} went away while it was being copied into the run; "
+                "submit again"
+            ) from exc
         return Upload(len(code), len(project), sent, time.monotonic() - start)
 
     # -- jobs.jsonl ---------------------------------------------------------

@@ -115,3 +115,10 @@ def _check_in_place(spec: ExperimentSpec, executor: Executor) -> list[FieldError
     if found is None:
         return [FieldError(field, f"{path} does not exist on the cluster")]
     return []
+
+
+def current_snapshot(spec: ExperimentSpec) -> SnapshotManifest:
+    """The project of a planned ``spec`` as it is now, for a submit of a plan made earlier
+    (a Compose preview can be minutes old, and the user may have added a file since):
+    listed again, with the same cap. Raises :class:`SnapshotError` as a plan reports it."""
+    return build_manifest(Path(spec.project_dir), max_bytes=spec.snapshot_max_mb * 2**20)
