@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 sys.path.insert(0, str(SRC))
 
-from ddp_tui.scriptrun.presets import StdoutParser  # noqa: E402
+from ddp_tui.scriptrun.stream import StdoutParser  # noqa: E402
 
 # The generator: paced writes of pre-made noise blocks, an epoch line every `interval` s; it
 # appends "epoch write_time" to a side file, and its own CPU time at the end.
@@ -104,8 +104,8 @@ def noise(n_bytes: int, seed: int = 0, special: float = 0.0008) -> bytes:
             line = (
                 f"[2026-11-24 08:{step // 60 % 60:02d}:{step % 60:02d},{rng.randrange(1000):03d}]"
                 f"[train][INFO] step {step}/500000 | loss {rng.random():.4f}"
-                f" | lr {rng.random():.2e} | grad_norm {rng.uniform(0, 5):.3f} | tok/s {rng.randrange(10**6)} | "
-                f"mem {rng.uniform(1, 80):.1f}G"
+                f" | lr {rng.random():.2e} | grad_norm {rng.uniform(0, 5):.3f}"
+                f" | tok/s {rng.randrange(10**6)} | mem {rng.uniform(1, 80):.1f}G"
             )
         lines.append(line)
         size += len(line) + 1

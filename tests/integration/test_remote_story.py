@@ -37,7 +37,13 @@ from ddp_tui.remote.states import JobState
 from ddp_tui.remote.views import RunDetail, RunView
 from tests.fixtures.sshd import SshdServer, SshEnv, free_port
 from tests.helpers.hold import Hold
-from tests.integration.story import epochs_in_metrics, tiny_spec, wait_state
+from tests.integration.story import (
+    USER_SCRIPTS,
+    epochs_in_metrics,
+    tiny_script_spec,
+    tiny_spec,
+    wait_state,
+)
 
 pytestmark = [
     pytest.mark.ssh,
@@ -246,6 +252,54 @@ def test_two_node_story_over_ssh_through_a_jump_host(remote: Remote, remote_hold
     assert sorted(run_json["hosts"]) == ["n1", "n2"]
     assert run_json["world_size"] == 2 and run_json["backend"] == "gloo"
     assert retried.job_id is not None and retried.job_id in (run_dir / "sacct.txt").read_text()
+
+
+def test_a_users_script_goes_up_in_one_command_and_a_retry_reuses_it(
+    remote: Remote, tmp_path: Path
+) -> None:
+    cluster, ex, env = remote.cluster, remote.executor, remote.laptop.env
+    # The laptop's project: a tutorial-style script and the module it imports.
+    project = tmp_path / "proj"
+    project.mkdir()
+    for name in ("tutorial_ddp.py", "toy_task.py"):
+        shutil.copy2(USER_SCRIPTS / name, project / name)
+    spec = tiny_script_spec(
+        project / "tutorial_ddp.py", partition="debug", python=VENV_PYTHON, nodes=2,
+        gpus_per_node=1, cpus_per_task=1,
+    )  # fmt: skip
+    plan = cluster.plan(spec)
+    assert plan.ok and plan.snapshot is not None, plan.errors
+    # A submit of the trainer (ended at once by python=true) sends code/ in one tar stream...
+    execs = ex.exec_count
+    cluster.submit(cluster.plan(tiny_spec(name="no-project", partition="debug", python="true")))
+    trainer_execs = ex.exec_count - execs
+    # ...and a script's project goes up in that same stream: no command more. (The first
+    # submit may also make the runs root.)
+    execs = ex.exec_count
+    view = cluster.submit(plan)
+    assert ex.exec_count - execs <= trainer_execs
+    upload = cluster.store.last_upload
+    assert upload is not None and upload.project_files == 2 and upload.seconds >= 0
+    run_dir = Path(view.run_dir)
+    assert run_dir.is_relative_to(env.home)  # on the "cluster", as its user
+    copied = {p.name: p.stat() for p in (run_dir / "project").iterdir() if p.is_file()}
+    assert sorted(copied) == ["toy_task.py", "tutorial_ddp.py"]
+    done = wait_state(cluster, view.run_id, JobState.COMPLETED, JobState.FAILED, timeout=240)
+    assert done.state is JobState.COMPLETED, (run_dir / f"slurm-{done.job_id}.err").read_text()
+    assert done.epoch_label == "2/2" and done.last_train_loss is not None
+    assert epochs_in_metrics(cluster, view.run_id) == [1, 2]
+
+    # The laptop's copy changes; a retry still runs what was snapshotted, uploading nothing.
+    (project / "tutorial_ddp.py").write_text("raise SystemExit('not the snapshot')\n")
+    retried = cluster.retry(view.run_id)
+    assert cluster.store.last_upload is upload  # nothing went up
+    assert retried.attempts[-1].retry_of == view.job_id
+    again = wait_state(cluster, view.run_id, JobState.COMPLETED, JobState.FAILED, timeout=240)
+    assert again.state is JobState.COMPLETED and again.job_id == retried.job_id
+    for name, before in copied.items():
+        after = (run_dir / "project" / name).stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), name
+    assert "not the snapshot" not in (run_dir / f"slurm-{retried.job_id}.err").read_text()
 
 
 def test_killed_connection_mid_follow_reconnects_and_loses_no_line(

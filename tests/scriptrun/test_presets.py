@@ -9,13 +9,10 @@ import pytest
 
 from ddp_tui.scriptrun import columns
 from ddp_tui.scriptrun.csvsource import CsvSource, fold
-from ddp_tui.scriptrun.presets import (
-    METRICS_PRESETS,
-    StdoutParser,
-    check_metrics_source,
-)
+from ddp_tui.scriptrun.presets import METRICS_PRESETS, check_metrics_source
 from ddp_tui.scriptrun.records import EpochRecord, Record, StepRecord
 from ddp_tui.scriptrun.report import report_epoch
+from ddp_tui.scriptrun.stream import StdoutParser
 
 BAR = "\u2588".encode()
 
@@ -258,3 +255,9 @@ def test_csv_source_hands_on_finished_epochs(tmp_path: Path) -> None:
     assert source.poll() == []
     (last,) = source.finish()
     assert last.epoch == 1
+
+
+def test_the_helper_and_the_wrapper_agree_on_the_tag() -> None:
+    from ddp_tui.scriptrun import report, stream
+
+    assert report.TAG == stream.HELPER_TAG

@@ -25,7 +25,7 @@ from types import FrameType
 
 from .columns import EXIT_REQUEUE
 from .csvsource import CsvSource
-from .presets import CSV_PREFIX, StdoutParser, check_metrics_source
+from .presets import CSV_PREFIX, check_metrics_source
 from .records import EpochRecord, Record
 from .rows import EpochNumbering, MetricsFile, ProgressFile
 from .runinfo import (
@@ -37,6 +37,7 @@ from .runinfo import (
     utc_now,
     write_requeue_request,
 )
+from .stream import StdoutParser
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 _READ_SIZE = 1 << 16  # larger reads cost more (fresh pages) than they save
