@@ -261,3 +261,20 @@ def test_the_helper_and_the_wrapper_agree_on_the_tag() -> None:
     from ddp_tui.scriptrun import report, stream
 
     assert report.TAG == stream.HELPER_TAG
+
+
+def test_a_line_anchored_regex_matches_only_at_line_starts() -> None:
+    source = r"regex:^Epoch (?P<epoch>\d+) loss (?P<loss>\S+)"
+    text = (
+        b"Epoch 1 loss 0.5\n"
+        b"not at the start: Epoch 9 loss 9.0\n"
+        b"Epoch 2 loss 0.4 Epoch 8 loss 8.0\n"
+        b"Epoch 3 loss 0.3"
+    )
+    assert epochs(parse(source, text)) == [
+        (1, {"train_loss": 0.5}),
+        (2, {"train_loss": 0.4}),
+        (3, {"train_loss": 0.3}),
+    ]
+    unanchored = r"regex:Epoch (?P<epoch>\d+) loss (?P<loss>\S+)"
+    assert [e for e, _ in epochs(parse(unanchored, text))] == [1, 9, 2, 8, 3]

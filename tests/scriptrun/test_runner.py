@@ -248,6 +248,11 @@ def test_helper_module_reports_epochs_and_steps(tmp_path: Path) -> None:
     assert [r["f1"] for r in got] == ["0.5", "0.5"]
     lines = [json.loads(x) for x in (run_dir / "progress.jsonl").read_text().splitlines()]
     assert lines[0] == {**lines[0], "epoch": 1, "step": 1, "steps_per_epoch": 4, "loss": 1.0}
+    # A requeued attempt that reports without f1 keeps the column and the earlier values.
+    again = run(run_dir, FAKE, "--first", "3", "--last", "3", options=("--metrics", "epoch-line"))
+    assert again.returncode == 0, again.stderr
+    got = rows(run_dir)
+    assert [(r["epoch"], r["f1"]) for r in got] == [("1", "0.5"), ("2", "0.5"), ("4", "")]
 
 
 def test_csv_source_with_a_column_map(tmp_path: Path) -> None:

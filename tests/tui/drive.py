@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from textual.pilot import Pilot
 from textual.widgets import Input, Select, TextArea
@@ -14,6 +15,10 @@ from ddp_tui.remote.views import RunView
 from ddp_tui.tui.app import DdpTuiApp
 from tests.helpers.hold import Hold
 from tests.tui.conftest import wait_until
+
+if TYPE_CHECKING:
+    from ddp_tui.tui.screens.compose import ComposeScreen
+    from ddp_tui.tui.screens.detail import DetailScreen
 
 
 async def type_into(pilot: Pilot[None], field: str, text: str) -> None:
@@ -78,6 +83,45 @@ def in_states(*states: JobState) -> Callable[[RunView], bool]:
     return lambda run: run.state in states
 
 
+async def open_compose(pilot: Pilot[None]) -> ComposeScreen:
+    """``n`` from Jobs: Compose, once it is on screen."""
+    from ddp_tui.tui.screens.compose import ComposeScreen
+
+    await pilot.press("n")
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, ComposeScreen), "Compose")
+    screen = pilot.app.screen
+    assert isinstance(screen, ComposeScreen)
+    return screen
+
+
+async def open_run(pilot: Pilot[None], run: RunView) -> DetailScreen:
+    """From Jobs, with ``run`` just listed: wait for the cursor on it, ``enter`` its detail."""
+    from ddp_tui.tui.screens.detail import DetailScreen
+    from ddp_tui.tui.screens.jobs import JobsTable
+
+    table = pilot.app.screen.query_one(JobsTable)
+    await wait_until(pilot, lambda: table.selected_run_id == run.run_id, "the cursor on it")
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, DetailScreen), "the detail")
+    detail = pilot.app.screen
+    assert isinstance(detail, DetailScreen)
+    return detail
+
+
+def inline_error_problems(screen: ComposeScreen, cases: Sequence[tuple[str, str, str]]) -> str:
+    """What is wrong with Compose's inline errors for ``cases`` (field, what was typed,
+    words its error must show); empty when each shows and says what it must."""
+    from textual.widgets import Static
+
+    problems = []
+    for field, text, words in cases:
+        label = screen.query_one(f"#e-{field}", Static)
+        shown = str(label.render())
+        if not label.display or words.lower() not in shown.lower():
+            problems.append(f"{field}={text!r}: shown {shown!r}, want {words!r}")
+    return "\n".join(problems)
+
+
 async def run_story(
     pilot: Pilot[None], app: DdpTuiApp, *, name: str, nodes: int, hold: Hold
 ) -> None:
@@ -89,8 +133,7 @@ async def run_story(
     from ddp_tui.tui.logview import LogPane
     from ddp_tui.tui.modals import ConfirmModal
     from ddp_tui.tui.screens.compose import ComposeScreen
-    from ddp_tui.tui.screens.detail import DetailScreen
-    from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable
+    from ddp_tui.tui.screens.jobs import JobsScreen
 
     # Compose: a tiny CPU run of the real trainer, typed field by field.
     await pilot.press("n")
@@ -120,12 +163,7 @@ async def run_story(
 
     # Jobs: the new run is listed and selected; open it.
     run = await wait_run(pilot, name, lambda r: r.job_id is not None, "a job id", 30)
-    table = app.screen.query_one(JobsTable)
-    await wait_until(pilot, lambda: table.selected_run_id == run.run_id, "the cursor on it")
-    await pilot.press("enter")
-    await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
-    detail = app.screen
-    assert isinstance(detail, DetailScreen)
+    detail = await open_run(pilot, run)
 
     # Epochs arrive in the metrics table while it runs.
     await wait_until(pilot, lambda: len(detail.metrics) >= 1, "the first epoch", 240)

@@ -26,7 +26,16 @@ from ddp_tui.tui.screens.help import HelpScreen
 from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable
 from tests.helpers.hold import Hold
 from tests.tui.conftest import SIZE, wait_until
-from tests.tui.drive import in_states, pick, run_story, type_into, wait_run
+from tests.tui.drive import (
+    in_states,
+    inline_error_problems,
+    open_compose,
+    open_run,
+    pick,
+    run_story,
+    type_into,
+    wait_run,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -91,10 +100,7 @@ async def test_bad_input_in_every_field_gives_inline_errors(tmp_path: Path) -> N
     app = local_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await connected(pilot, app)
-        await pilot.press("n")
-        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
-        screen = app.screen
-        assert isinstance(screen, ComposeScreen)
+        screen = await open_compose(pilot)
         for field, text, _ in BAD_INPUT:
             await type_into(pilot, field, text)
         await pick(pilot, "model", "custom", "__custom__")
@@ -110,13 +116,8 @@ async def test_bad_input_in_every_field_gives_inline_errors(tmp_path: Path) -> N
             "the preview's errors for every field",
             30,
         )
-        problems = []
-        for field, text, words in [*BAD_INPUT, ("model", "my model", "pkg.module:function")]:
-            label = screen.query_one(f"#e-{field}", Static)
-            shown = str(label.render())
-            if not label.display or words.lower() not in shown.lower():
-                problems.append(f"{field}={text!r}: shown {shown!r}, want {words!r}")
-        assert not problems, "\n".join(problems)
+        cases = [*BAD_INPUT, ("model", "my model", "pkg.module:function")]
+        assert not (problems := inline_error_problems(screen, cases)), problems
         assert app.screen is screen  # nothing was submitted, nothing crashed
         assert not any((tmp_path / "runs").glob("*/spec.json"))
 
@@ -305,10 +306,7 @@ async def test_bad_input_in_a_scripts_fields_gives_inline_errors(tmp_path: Path)
     app = local_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await connected(pilot, app)
-        await pilot.press("n")
-        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
-        screen = app.screen
-        assert isinstance(screen, ComposeScreen)
+        screen = await open_compose(pilot)
         await pick(pilot, "entry", "script")
         for field, text, _ in BAD_SCRIPT_INPUT:
             await type_into(pilot, field, text)
@@ -323,13 +321,7 @@ async def test_bad_input_in_a_scripts_fields_gives_inline_errors(tmp_path: Path)
             30,
         )
         cases = [*BAD_SCRIPT_INPUT, ("metrics", "regex:Epoch (\\d+", "does not compile")]
-        problems = []
-        for field, text, words in cases:
-            label = screen.query_one(f"#e-{field}", Static)
-            shown = str(label.render())
-            if not label.display or words.lower() not in shown.lower():
-                problems.append(f"{field}={text!r}: shown {shown!r}, want {words!r}")
-        assert not problems, "\n".join(problems)
+        assert not (problems := inline_error_problems(screen, cases)), problems
         # Once the fields are right, a script that is not there is named where it is typed.
         for field, text in (
             ("script", str(tmp_path / "nope.py")),
@@ -360,8 +352,7 @@ async def test_story_compose_a_users_script_submit_and_see_its_parsed_epochs(
     app = local_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await connected(pilot, app)
-        await pilot.press("n")
-        await wait_until(pilot, lambda: isinstance(app.screen, ComposeScreen), "Compose")
+        await open_compose(pilot)
         await pick(pilot, "entry", "script")
         for field, value in (
             ("name", "mine"),
@@ -381,12 +372,7 @@ async def test_story_compose_a_users_script_submit_and_see_its_parsed_epochs(
         run = await wait_run(pilot, "mine", in_states(JobState.COMPLETED), "completed", 180)
         assert run.epoch_label == "2/2"
         assert run.last_train_loss is not None
-        table = app.screen.query_one(JobsTable)
-        await wait_until(pilot, lambda: table.selected_run_id == run.run_id, "the cursor on it")
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
-        detail = app.screen
-        assert isinstance(detail, DetailScreen)
+        detail = await open_run(pilot, run)
         await wait_until(pilot, lambda: len(detail.metrics) == 2, "both parsed epochs")
         assert [row["epoch"] for row in detail.metrics] == [1.0, 2.0]
         assert all(row["train_acc"] is not None for row in detail.metrics)  # "92.3%" -> 0.923

@@ -77,7 +77,11 @@ class MetricsFile:
         rows: dict[int, dict[str, str]] = {}
         try:
             with self.path.open(newline="") as fh:
-                for row in csv.DictReader(fh):
+                reader = csv.DictReader(fh)
+                # An earlier attempt's extra columns stay (a helper's own metric, say).
+                kept = [c for c in reader.fieldnames or () if c and c not in self.header]
+                self.header += tuple(kept)
+                for row in reader:
                     try:
                         epoch = int(row.get("epoch") or "")
                     except ValueError:
