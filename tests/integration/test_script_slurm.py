@@ -8,13 +8,11 @@ every epoch exactly once. The requeued job is held after its first epoch by the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
 from tests.helpers.hold import Hold
@@ -30,16 +28,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
 
 @pytest.fixture
-def cluster(slurm_cluster: Any, tmp_path: Path) -> Iterator[Cluster]:
-    profile = Profile(scheduler="auto", runs_root=str(tmp_path / "runs"), partition="debug")
-    c = Cluster.open(profile)
-    assert c.location == "Slurm on this host"
-    yield c
-    # Leave no job of ours running for the next test.
-    for v in c.refresh().runs:
-        if v.state.is_active:
-            c.cancel(v.run_id)
-    c.close()
+def cluster(slurm_facade: Cluster) -> Cluster:
+    return slurm_facade
 
 
 def two_node_spec(script: str, **changes: object) -> Any:

@@ -10,13 +10,11 @@ never by being "long enough": the timeouts below only bound a hang.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
 from tests.helpers.hold import Hold
@@ -26,16 +24,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
 
 @pytest.fixture
-def cluster(slurm_cluster: Any, tmp_path: Path) -> Iterator[Cluster]:
-    profile = Profile(scheduler="auto", runs_root=str(tmp_path / "runs"), partition="debug")
-    c = Cluster.open(profile)
-    assert c.location == "Slurm on this host"
-    yield c
-    # Leave no job of ours running for the next test.
-    for v in c.refresh().runs:
-        if v.state.is_active:
-            c.cancel(v.run_id)
-    c.close()
+def cluster(slurm_facade: Cluster) -> Cluster:
+    return slurm_facade
 
 
 def slurm_spec(**changes: object) -> Any:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.scriptrun import columns
 from ddp_tui.scriptrun.csvsource import CsvSource, fold
 from ddp_tui.scriptrun.presets import METRICS_PRESETS, check_metrics_source
 from ddp_tui.scriptrun.records import EpochRecord, Record, StepRecord
@@ -31,19 +30,6 @@ def parse(source: str, *chunks: bytes) -> list[Record]:
     for chunk in chunks:
         out += parser.feed(chunk)
     return out + parser.finish()
-
-
-@pytest.mark.torch
-def test_columns_are_the_trainers() -> None:
-    from ddp_tui.trainer.metrics import COLUMNS
-
-    assert columns.COLUMNS == COLUMNS
-
-
-def test_requeue_exit_code_is_the_trainers() -> None:
-    from ddp_tui.trainer import EXIT_REQUEUE
-
-    assert columns.EXIT_REQUEUE == EXIT_REQUEUE
 
 
 @pytest.mark.parametrize(

@@ -68,8 +68,9 @@ def test_app_entry_point_never_imports_torch(module: str) -> None:
 
 
 def test_trainer_imports_nothing_else_from_ddp_tui() -> None:
-    """Static check over every trainer module (it is copied alone into each run dir)."""
-    allowed_ddp = ("ddp_tui.trainer", "ddp_tui")
+    """Static check over every trainer module (it is copied into each run dir with only
+    ``ddp_tui.jobfiles``, the run files it shares with a script's wrapper)."""
+    allowed_ddp = ("ddp_tui.trainer", "ddp_tui", "ddp_tui.jobfiles")
     offenders: list[str] = []
     for path in (SRC / "trainer").rglob("*.py"):
         tree = ast.parse(path.read_text())
@@ -81,7 +82,11 @@ def test_trainer_imports_nothing_else_from_ddp_tui() -> None:
                 names = [node.module]
             for name in names:
                 top = name.split(".")[0]
-                if top == "ddp_tui" and not name.startswith(allowed_ddp[0]) and name != "ddp_tui":
+                if (
+                    top == "ddp_tui"
+                    and not name.startswith(allowed_ddp[0])
+                    and name not in allowed_ddp
+                ):
                     offenders.append(f"{path.name}: {name}")
                 if top in {"textual", "pandas", "paramiko", "jinja2", "rich"}:
                     offenders.append(f"{path.name}: {name}")
@@ -89,14 +94,19 @@ def test_trainer_imports_nothing_else_from_ddp_tui() -> None:
 
 
 def test_trainer_runs_from_a_bare_snapshot(tmp_path: Path) -> None:
-    """The trainer package alone (as copied into a run dir) imports without the rest."""
-    import shutil
+    """The job-side code exactly as a run directory gets it (``code/``) imports without the
+    rest of the package: the trainer, the script runner and the reporting helper."""
+    from ddp_tui.remote.executor import LocalExecutor
+    from ddp_tui.remote.runs import RunStore
 
-    code = tmp_path / "code" / "ddp_tui"
-    shutil.copytree(SRC / "trainer", code / "trainer")
-    shutil.copy(SRC / "__init__.py", code / "__init__.py")
+    store = RunStore(LocalExecutor(), str(tmp_path / "runs"), code_source=SRC)
+    LocalExecutor().upload_files(store.code_files(), str(tmp_path / "code"))
+    probe = (
+        "import ddp_tui.trainer, ddp_tui.trainer.run_info, ddp_tui.scriptrun.runner, "
+        "ddp_tui_report, sys; print(ddp_tui.trainer.__file__)"
+    )
     out = subprocess.run(
-        [sys.executable, "-c", "import ddp_tui.trainer, sys; print(ddp_tui.trainer.__file__)"],
+        [sys.executable, "-c", probe],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -342,7 +342,7 @@ def test_a_file_gone_since_the_manifest_leaves_no_run(tmp_path: Path, code_sourc
     manifest = build_manifest(project, max_bytes=10 << 20)
     (project / "train.py").unlink()  # deleted between plan and submit
     store = _store(tmp_path, code_source)
-    with pytest.raises(RunStoreError, match="train.py went away"):
+    with pytest.raises(RunStoreError, match=r"train\.py went away"):
         store.create_run(SPEC, "doomed", "#!/bin/bash\n", snapshot=manifest)
     assert os.listdir(tmp_path / "runs") == []
 

@@ -265,7 +265,8 @@ class RunStore:
 
     def code_files(self) -> list[tuple[str, str]]:
         """The job-side code every run gets, as (local path, arcname under ``code/``):
-        ``ddp_tui/__init__.py``, ``ddp_tui/trainer/``, and where it exists
+        ``ddp_tui/__init__.py``, ``ddp_tui/trainer/``, and where they exist ``ddp_tui/jobfiles.py``
+        and
         ``ddp_tui/scriptrun/`` with its reporting helper again as ``ddp_tui_report.py``.
         Not the rest of the package: the jobs need neither the app nor its dependencies."""
         src = self.code_source
@@ -273,7 +274,10 @@ class RunStore:
         trainer = src / "trainer"
         if not init.is_file() or not trainer.is_dir():
             raise RunStoreError(f"the ddp_tui trainer package is missing under {src}")
+        jobfiles = src / "jobfiles.py"  # what the trainer and the script runner both write
         files = [(str(init), "ddp_tui/__init__.py")]
+        if jobfiles.is_file():
+            files.append((str(jobfiles), "ddp_tui/jobfiles.py"))
         files += [(p, f"ddp_tui/trainer/{arc}") for p, arc in walk_files(trainer)]
         scriptrun = src / "scriptrun"
         if scriptrun.is_dir():

@@ -1,36 +1,16 @@
-"""The ``metrics.csv`` contract columns and the names scripts use for them.
-
-A copy of ``ddp_tui.trainer.metrics.COLUMNS`` and ``ddp_tui.trainer.EXIT_REQUEUE``: this
-package may import nothing else of ddp_tui (it runs from a run directory's ``code/``), and
-``tests/scriptrun/test_presets.py`` keeps the copies equal.
-"""
+"""The ``metrics.csv`` contract columns (``ddp_tui.jobfiles``) and the names scripts use
+for them."""
 
 from __future__ import annotations
 
 import re
 
-COLUMNS = (
-    "epoch",
-    "train_loss",
-    "train_acc",
-    "val_loss",
-    "val_acc",
-    "val_mae",
-    "val_rmse",
-    "lr",
-    "epoch_time_sec",
-    "throughput_samples_per_sec",
-    "data_load_time_sec",
-    "compute_time_sec",
-    "gpu_mem_peak_mib",
-    "gpu_util_avg",
-    "cpu_util_avg",
-    "world_size",
-    "mfu",
-)
+from ddp_tui.jobfiles import EXIT_REQUEUE, METRICS_COLUMNS
 
-#: The exit code that asks for a requeue (the trainer's, and the script's via the environment).
-EXIT_REQUEUE = 3
+__all__ = ["EXIT_REQUEUE"]
+
+# The contract's columns and requeue code: one definition, shared with the trainer.
+COLUMNS = METRICS_COLUMNS
 
 #: Columns whose values are fractions: a ``%`` suffix or a value above 1 is divided by 100.
 ACCURACY_COLUMNS = frozenset({"train_acc", "val_acc"})

@@ -16,16 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from ddp_tui.jobfiles import csv_cell
+
 from .columns import COLUMNS
 from .records import EpochRecord, StepRecord
-
-
-def _cell(value: float | int | str | None) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.10g}"
-    return str(value)
 
 
 class EpochNumbering:
@@ -116,7 +110,7 @@ class MetricsFile:
         epoch = self.numbering.shift(record.epoch)
         if epoch < 1:
             return None
-        cells = {k: _cell(v) for k, v in record.values.items()}
+        cells = {k: csv_cell(v) for k, v in record.values.items()}
         cells.update(record.extras)
         grown = [k for k in record.extras if k not in self.header]
         self.header += tuple(grown)  # a helper's own metric: a new column, so a rewrite below
@@ -130,9 +124,9 @@ class MetricsFile:
             self._rewrite()
             return epoch
         self._mine.add(epoch)
-        row = {"epoch": str(epoch), "world_size": _cell(self.world_size), **cells}
+        row = {"epoch": str(epoch), "world_size": csv_cell(self.world_size), **cells}
         if not row.get("epoch_time_sec"):
-            row["epoch_time_sec"] = _cell(max(now - self._last, 0.0))
+            row["epoch_time_sec"] = csv_cell(max(now - self._last, 0.0))
         self._last = now
         self._fill_throughput(row, record.samples)
         append = epoch > self.epochs_completed and not grown
@@ -152,7 +146,7 @@ class MetricsFile:
         except ValueError:
             return
         if seconds > 0:
-            row["throughput_samples_per_sec"] = _cell(samples / seconds)
+            row["throughput_samples_per_sec"] = csv_cell(samples / seconds)
 
     def _line(self, row: dict[str, str]) -> str:
         buf = io.StringIO()

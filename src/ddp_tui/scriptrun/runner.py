@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from ddp_tui.jobfiles import RunRecord
+
 from .columns import EXIT_REQUEUE
 from .csvsource import CsvSource
 from .presets import CSV_PREFIX, check_metrics_source
@@ -30,7 +32,6 @@ from .records import EpochRecord, Record
 from .rows import EpochNumbering, MetricsFile, ProgressFile
 from .runinfo import (
     RUN_JSON,
-    RunJson,
     append_rank_line,
     clear_requeue_request,
     rank_hosts,
@@ -189,7 +190,7 @@ class Rank0:
     def _open_outputs(self) -> None:
         clear_requeue_request(self.run_dir)
         opts = self.opts
-        self.info = RunJson.start(
+        self.info = RunRecord.start(
             self.run_dir / RUN_JSON,
             {
                 "state": "running",
@@ -208,6 +209,7 @@ class Rank0:
                 "finished_at": None,
                 "epoch_offset": None,
             },
+            keep=("epoch_offset",),  # how a requeued attempt numbers its epochs
         )
         self.numbering = EpochNumbering(
             self.info.data.get("epoch_offset"),
@@ -338,7 +340,7 @@ class Rank0:
             end["state"] = "completed"
         elif status == EXIT_REQUEUE:
             reason = signal.Signals(self.signals[-1]).name if self.signals else "exit 3"
-            write_requeue_request(self.run_dir, reason, done)
+            write_requeue_request(self.run_dir, reason, epoch=done)
             end.update(state="preempted", stopped_at=utc_now())
         else:
             end["state"] = "failed"

@@ -17,25 +17,9 @@ from typing import Any
 
 import torch
 
-COLUMNS = (
-    "epoch",
-    "train_loss",
-    "train_acc",
-    "val_loss",
-    "val_acc",
-    "val_mae",
-    "val_rmse",
-    "lr",
-    "epoch_time_sec",
-    "throughput_samples_per_sec",
-    "data_load_time_sec",
-    "compute_time_sec",
-    "gpu_mem_peak_mib",
-    "gpu_util_avg",
-    "cpu_util_avg",
-    "world_size",
-    "mfu",
-)
+from ddp_tui.jobfiles import METRICS_COLUMNS, csv_cell
+
+COLUMNS = METRICS_COLUMNS
 
 # Dense bf16/fp16 tensor-core peaks (TFLOP/s), matched against torch.cuda.get_device_name().
 # Longest names first so that "H100 PCIe" wins over "H100".
@@ -74,14 +58,6 @@ def device_peak_flops(device: torch.device, override_tflops: float | None) -> fl
     return None
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.10g}"
-    return str(value)
-
-
 class MetricsCsv:
     """``metrics.csv``: one row per epoch, appended and flushed by rank 0."""
 
@@ -118,7 +94,7 @@ class MetricsCsv:
 
     def append(self, row: Mapping[str, Any]) -> None:
         """Append one epoch's row and flush it to disk."""
-        line = ",".join(_cell(row.get(col)) for col in COLUMNS) + "\n"
+        line = ",".join(csv_cell(row.get(col)) for col in COLUMNS) + "\n"
         with self.path.open("a") as fh:
             fh.write(line)
             fh.flush()

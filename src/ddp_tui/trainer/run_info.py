@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import json
-import os
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any
 
 import torch
 
+# The record itself is written the same way for a user's script (ddp_tui.scriptrun).
+from ddp_tui.jobfiles import RunRecord as RunInfo
+from ddp_tui.jobfiles import utc_now, write_json_atomic
 
-def utc_now() -> str:
-    """ISO 8601 UTC time, to the second."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+__all__ = ["RunInfo", "state_dict_sha256", "utc_now", "versions", "write_json_atomic"]
 
 
 def versions() -> dict[str, str | None]:
@@ -32,45 +28,6 @@ def versions() -> dict[str, str | None]:
         "cuda_version": torch.version.cuda,
         "nccl_version": nccl,
     }
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Replace ``path`` with ``data`` in one rename, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-
-
-class RunInfo:
-    """The in-memory ``run.json``; :meth:`update` rewrites the file."""
-
-    def __init__(self, path: Path, data: dict[str, Any]) -> None:
-        self.path = path
-        self.data = data
-
-    @classmethod
-    def start(cls, path: Path, data: dict[str, Any]) -> RunInfo:
-        """Write the start record; a restart keeps the first start time and counts attempts."""
-        previous: dict[str, Any] = {}
-        if path.is_file():
-            try:
-                previous = json.loads(path.read_text())
-            except (OSError, ValueError):
-                previous = {}
-        merged = dict(data)
-        if previous.get("started_at"):
-            merged["started_at"] = previous["started_at"]
-            merged["attempts"] = int(previous.get("attempts", 1)) + 1
-        else:
-            merged["attempts"] = 1
-        merged["attempt_started_at"] = utc_now()
-        info = cls(path, merged)
-        write_json_atomic(path, merged)
-        return info
-
-    def update(self, **changes: Any) -> None:
-        self.data.update(changes)
-        write_json_atomic(self.path, self.data)
 
 
 def state_dict_sha256(module: torch.nn.Module) -> str:

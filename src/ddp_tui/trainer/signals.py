@@ -7,13 +7,18 @@ turns every worker exit code into 1.
 
 from __future__ import annotations
 
-import json
 import signal
-import time
-from pathlib import Path
 from types import FrameType
 
-REQUEUE_FILE = "requeue.request"
+from ddp_tui.jobfiles import REQUEUE_FILE, clear_requeue_request, write_requeue_request
+
+__all__ = [
+    "REQUEUE_FILE",
+    "StopSignal",
+    "clear_requeue_request",
+    "signal_name",
+    "write_requeue_request",
+]
 
 
 class StopSignal:
@@ -47,14 +52,3 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
-
-
-def write_requeue_request(run_dir: Path, reason: str, epoch: int, step: int) -> None:
-    """Ask the job script to requeue the job."""
-    record = {"reason": reason, "time": time.time(), "epoch": epoch, "step": step}
-    (run_dir / REQUEUE_FILE).write_text(json.dumps(record) + "\n")
-
-
-def clear_requeue_request(run_dir: Path) -> None:
-    """A (re)started trainer removes the previous attempt's request."""
-    (run_dir / REQUEUE_FILE).unlink(missing_ok=True)

@@ -305,7 +305,9 @@ class Trainer:
         """After the checkpoint: flag the requeue, record the state, leave together."""
         reason = self.stop_signal
         if self.world.is_main:
-            write_requeue_request(self.run_dir, reason, epochs_done + (1 if step else 0), step)
+            write_requeue_request(
+                self.run_dir, reason, epoch=epochs_done + (1 if step else 0), step=step
+            )
             if self.run_info is not None:
                 self.run_info.update(
                     state="preempted", epochs_completed=epochs_done, stopped_at=utc_now(),

@@ -1,0 +1,119 @@
+"""The run-directory files a job writes, shared by the trainer and a user script's wrapper.
+
+``run.json`` (written whole and atomically, counting attempts), ``metrics.csv``'s columns and
+cell format, and ``requeue.request``. Standard library only: it is copied into every run as
+``code/ddp_tui/jobfiles.py`` and imported there by ``ddp_tui.trainer`` and
+``ddp_tui.scriptrun``, so that the two writers of one contract cannot drift apart
+(docs/architecture.md, "The run directory").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Final
+
+RUN_JSON: Final = "run.json"
+REQUEUE_FILE: Final = "requeue.request"
+#: The exit code that asks for a requeue: the trainer's, and a script's (it reads it from
+#: ``DDP_TUI_REQUEUE_EXIT_CODE``).
+EXIT_REQUEUE: Final = 3
+
+#: ``metrics.csv``'s columns, in order; a writer may add its own after them.
+METRICS_COLUMNS: Final = (
+    "epoch",
+    "train_loss",
+    "train_acc",
+    "val_loss",
+    "val_acc",
+    "val_mae",
+    "val_rmse",
+    "lr",
+    "epoch_time_sec",
+    "throughput_samples_per_sec",
+    "data_load_time_sec",
+    "compute_time_sec",
+    "gpu_mem_peak_mib",
+    "gpu_util_avg",
+    "cpu_util_avg",
+    "world_size",
+    "mfu",
+)
+
+
+def utc_now() -> str:
+    """ISO 8601 UTC time, to the second."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def csv_cell(value: Any) -> str:
+    """One ``metrics.csv`` cell: empty for None, 10 significant digits for a float."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.10g}"
+    return str(value)
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Replace ``path`` with ``data`` in one rename, so a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file, or {} when it is missing or not one."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class RunRecord:
+    """The in-memory ``run.json``; every :meth:`update` rewrites the file."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path = path
+        self.data = data
+
+    @classmethod
+    def start(cls, path: Path, data: dict[str, Any], *, keep: Iterable[str] = ()) -> RunRecord:
+        """Write an attempt's start. A later attempt keeps the first start time, counts the
+        attempts, and keeps the earlier values of ``keep`` that ``data`` does not set."""
+        previous = read_json(path)
+        merged = dict(data)
+        if previous.get("started_at"):
+            merged["started_at"] = previous["started_at"]
+            merged["attempts"] = int(previous.get("attempts") or 1) + 1
+        else:
+            merged.setdefault("started_at", utc_now())
+            merged["attempts"] = 1
+        for name in keep:
+            if merged.get(name) is None:
+                merged[name] = previous.get(name)
+        merged["attempt_started_at"] = utc_now()
+        record = cls(path, merged)
+        write_json_atomic(path, merged)
+        return record
+
+    def update(self, **changes: Any) -> None:
+        self.data.update(changes)
+        write_json_atomic(self.path, self.data)
+
+
+def write_requeue_request(run_dir: Path, reason: str, **where: Any) -> None:
+    """Ask the job script to requeue the job (it does so only after its own pre-timeout
+    signal): ``reason`` and where the run stopped (``epoch``, ``step``)."""
+    record = {"reason": reason, "time": time.time(), **where}
+    (run_dir / REQUEUE_FILE).write_text(json.dumps(record) + "\n")
+
+
+def clear_requeue_request(run_dir: Path) -> None:
+    """A (re)started attempt removes the previous attempt's request."""
+    (run_dir / REQUEUE_FILE).unlink(missing_ok=True)
