@@ -1,7 +1,8 @@
 """Take the README's screenshots of the four screens from a real session.
 
 A real sweep (1 and 2 CPU processes) runs on the embedded local scheduler with the real
-trainer; then the real app is driven headless and each screen is saved as SVG.
+trainer, and a user's own tutorial-style script (the tests' ``tutorial_ddp.py``) with 2
+processes; then the real app is driven headless and each screen is saved as SVG.
 
     .venv/bin/python scripts/screenshots.py [docs/screenshots]
 """
@@ -14,8 +15,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SIZE = (132, 38)
+USER_SCRIPT = Path(__file__).resolve().parents[1] / "tests/helpers/user_scripts/tutorial_ddp.py"
 
 
 def _sweep(root: Path) -> None:
@@ -40,6 +43,20 @@ def _sweep(root: Path) -> None:
         python=sys.executable,
     )
     views = cluster.submit_plans(cluster.plan_sweep(spec, [1, 2], dimension="gpus"))
+    script = ExperimentSpec(
+        name="my-script",
+        entry="script",
+        script=str(USER_SCRIPT),
+        script_args="--epochs 4 --lr 0.1",
+        metrics="epoch-line",
+        device="cpu",
+        backend="gloo",
+        gpus_per_node=2,
+        cpus_per_task=2,
+        epochs=4,
+        python=sys.executable,
+    )
+    views.append(cluster.submit(cluster.plan(script)))
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         states = {v.run_id: v.state for v in cluster.refresh().runs}
@@ -60,6 +77,15 @@ async def _shoot(root: Path, out: Path) -> None:
         await asyncio.sleep(3)
         await pilot.pause()
         app.save_screenshot("jobs.svg", str(out))
+        # The newest run (the script) is first: its detail, then the sweep's.
+        await pilot.press("enter")
+        await asyncio.sleep(3)
+        await pilot.press("2")
+        await asyncio.sleep(1.5)
+        app.save_screenshot("detail_script.svg", str(out))
+        await pilot.press("escape")
+        await asyncio.sleep(0.5)
+        await pilot.press("down")
         await pilot.press("enter")
         await asyncio.sleep(3)
         await pilot.press("2")
@@ -75,6 +101,23 @@ async def _shoot(root: Path, out: Path) -> None:
         await pilot.press("n")
         await asyncio.sleep(2)
         app.save_screenshot("compose.svg", str(out))
+        await _compose_script(pilot)
+        app.save_screenshot("compose_script.svg", str(out))
+
+
+async def _compose_script(pilot: Any) -> None:
+    """Compose with Entry: script and the tutorial script's fields filled in."""
+    from textual.widgets import Input, Select
+
+    screen = pilot.app.screen
+    screen.query_one("#f-entry", Select).value = "script"
+    screen.query_one("#f-name", Input).value = "my-script"
+    screen.query_one("#f-script", Input).value = str(USER_SCRIPT)
+    screen.query_one("#f-script_args", Input).value = "--epochs 4 --lr 0.1"
+    screen.query_one("#f-metrics", Select).value = "epoch-line"
+    await asyncio.sleep(2)
+    screen.query_one("#preview-scroll").scroll_to(y=40, animate=False)
+    await asyncio.sleep(1)
 
 
 def main() -> None:

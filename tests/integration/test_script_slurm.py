@@ -52,6 +52,24 @@ def test_a_two_node_script_run_lists_parses_and_verifies(cluster: Cluster) -> No
     assert all(c.ok for c in checks), [(c.name, c.detail) for c in checks if not c.ok]
 
 
+def test_a_one_and_two_node_sweep_of_a_script_compares_by_epoch_time(cluster: Cluster) -> None:
+    spec = two_node_spec("tutorial_ddp.py", name="own-nodes")
+    runs = cluster.submit_plans(cluster.plan_sweep(spec, [1, 2], dimension="nodes"))
+    for r in runs:
+        done = wait_state(cluster, r.run_id, JobState.COMPLETED, JobState.FAILED, timeout=240)
+        assert done.state is JobState.COMPLETED, cluster.follow(r.run_id).err_lines[-30:]
+    group = runs[0].group or ""
+    table = cluster.compare(group)
+    assert list(table["nodes"]) == [1, 2] and list(table["world_size"]) == [1, 2]
+    # The tutorial script prints no sample counts: speedup is the baseline's epoch time over
+    # each run's, and the exported comparison says so.
+    assert table.attrs["speedup_from"] == "epoch_time"
+    assert table["speedup"].notna().all() and table["speedup"].iloc[0] == 1.0
+    written = cluster.export_comparison(group)
+    markdown = next(Path(p).read_text() for p in written if p.endswith(".md"))
+    assert "epoch time" in markdown
+
+
 def test_requeue_of_a_checkpointing_script_resumes_and_runs_every_epoch_once(
     cluster: Cluster, slurm_cluster: Any, hold: Hold
 ) -> None:

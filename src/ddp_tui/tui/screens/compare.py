@@ -219,6 +219,8 @@ class CompareScreen(BaseScreen):
         note = f"{len(self.rows)} sizes; baseline: the smallest world size"
         if baseline:
             note += f" ({baseline})"
+        if frame.attrs.get("speedup_from") == "epoch_time":
+            note += "; speedup from epoch time (no sample counts reported)"
         note += f"; final val = {metric_label(self.val_metric)}; x exports Markdown and CSV"
         self.query_one("#compare-note", Static).update(note)
         self._draw_plot()
