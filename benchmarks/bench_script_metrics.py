@@ -2,8 +2,9 @@
 
 A generator child writes rank 0's stdout at ~20 MB/s (log lines of a busy training loop, a few
 step lines that name the epoch, a tqdm-like bar redrawn with ``\\r``) with an epoch line
-(``Epoch N - Avg Loss: ..., Accuracy: ...%``) every 0.5 s, for ``--seconds``. Side by side in
-the same run, each for the same time:
+(``Epoch N - Avg Loss: ..., Accuracy: ...%``) every 0.5 s, and a tqdm bar redraw on stderr
+every 0.1 s (tqdm's own pace; ``auto`` pipes and parses stderr for bars), for ``--seconds``.
+Side by side in the same run, each for the same time:
 
 - ``cat``: the generator piped through ``cat`` (plain copying, the floor);
 - ``wrapper, none``: the wrapper with ``--metrics none`` (its copy loop, no parsing);
@@ -57,11 +58,17 @@ for line in noise:
 side = open(side_path, "a")
 start = time.monotonic()
 next_epoch = start + interval
+next_bar = start
 epoch, i, sent = 0, 0, 0
 while True:
     now = time.monotonic()
     if now - start >= seconds:
         break
+    if now >= next_bar:  # no "Epoch" in it and never 100%: progress only, no row
+        n = int((now - start) * 10) % 100
+        bar = f"\r{n:3d}%|{'#' * (n // 10):10s}| {n}/100 [00:01<00:09, 9.9it/s, loss=0.5]"
+        os.write(2, bar.encode())
+        next_bar += 0.1
     if now >= next_epoch:
         epoch += 1
         line = f"Epoch {epoch} - Avg Loss: {1.0 / epoch:.4f}, Accuracy: {50 + epoch / 10:.1f}%\n"
@@ -178,7 +185,9 @@ def run_side(name: str, work: Path, cfg: argparse.Namespace, noise_file: Path) -
     stop = threading.Event()
     t0 = time.perf_counter()
     if name == "cat":
-        with subprocess.Popen(gen_argv, stdout=subprocess.PIPE) as producer:
+        with subprocess.Popen(
+            gen_argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        ) as producer:
             assert producer.stdout is not None
             copier = subprocess.Popen(["cat"], stdin=producer.stdout, stdout=subprocess.DEVNULL)
             producer.stdout.close()
@@ -194,7 +203,7 @@ def run_side(name: str, work: Path, cfg: argparse.Namespace, noise_file: Path) -
     argv = [sys.executable, "-m", "ddp_tui.scriptrun", "--run-dir", str(run_dir),
             "--cwd", str(work), "--metrics", name.split(", ")[1], "--world-size", "1",
             "--", *gen_argv[1:]]  # fmt: skip
-    proc = subprocess.Popen(argv, env=_env(), stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
@@ -237,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"{cfg.rate_mb:g} MB/s for {cfg.seconds:g} s per side, an epoch line every "
-        f"{cfg.interval:g} s; stdout to /dev/null; {os.cpu_count()} CPUs"
+        f"{cfg.interval:g} s; stdout and stderr to /dev/null; {os.cpu_count()} CPUs"
     )
     sides: list[Side] = []
     with tempfile.TemporaryDirectory(prefix="bench-script-metrics-") as tmp:

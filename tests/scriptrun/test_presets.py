@@ -11,7 +11,7 @@ from ddp_tui.scriptrun.csvsource import CsvSource, fold
 from ddp_tui.scriptrun.presets import METRICS_PRESETS, check_metrics_source
 from ddp_tui.scriptrun.records import EpochRecord, Record, StepRecord
 from ddp_tui.scriptrun.report import report_epoch
-from ddp_tui.scriptrun.stream import StdoutParser
+from ddp_tui.scriptrun.stream import BarParser, StdoutParser
 
 BAR = "\u2588".encode()
 
@@ -178,6 +178,24 @@ def test_lines_cut_across_reads() -> None:
     assert epochs(parser.feed(b"0\n")) == [(1, {"train_loss": 0.5})]
     assert parser.feed(b"Epoch 2 - Avg Loss: 0.3") == []
     assert epochs(parser.finish()) == [(2, {"train_loss": 0.3})]  # the stream's last line
+
+
+def test_stderr_bars_cut_across_reads_and_nothing_else() -> None:
+    """stderr is read for tqdm bars only: helper lines and epoch lines there are no metrics."""
+    stream = (
+        b'Traceback-ish noise, epoch 3 loss=0.1\n@ddp-tui {"event": "epoch", "epoch": 9,'
+        b' "metrics": {"loss": 1}}\nEpoch 3 - Avg Loss: 0.2\n'
+        b"Epoch 1:  50%|" + BAR * 5 + b"     | 1/2 [00:01<00:01, 2.00it/s, loss=0.4]"
+        b"\rEpoch 1: 100%|" + BAR * 10 + b"| 2/2 [00:02<00:00, 2.00it/s, loss=0.3]"
+    )
+    for cut in range(1, len(stream), 7):
+        parser = BarParser()
+        got = parser.feed(stream[:cut]) + parser.feed(stream[cut:]) + parser.finish()
+        assert epochs(got) == [(1, {"train_loss": 0.3})], cut
+        assert [(s.epoch, s.step, s.steps_per_epoch) for s in steps(got)] == [
+            (1, 1, 2),
+            (1, 2, 2),
+        ], cut
 
 
 @pytest.mark.parametrize("name", METRICS_PRESETS)

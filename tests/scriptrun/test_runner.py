@@ -128,7 +128,7 @@ def test_a_crash_fails_the_run(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     done = run(run_dir, FAKE, "--last", "1", "--crash")
     assert done.returncode == 1
-    assert b"CUDA out of memory" in done.stderr  # stderr is the script's own, inherited
+    assert b"CUDA out of memory" in done.stderr  # the script's stderr, copied through
     info = run_json(run_dir)
     assert info["state"] == "failed"
     assert info["error"] == "the script exited with code 1"
@@ -276,3 +276,81 @@ def test_a_bad_metrics_source_is_a_usage_error(tmp_path: Path) -> None:
     done = run(tmp_path / "run", FAKE, options=("--metrics", "regex:(unclosed"))
     assert done.returncode == 2
     assert b"does not compile" in done.stderr
+
+
+BARS = str(SCRIPTS / "stderr_bars.py")
+
+
+def progress(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (run_dir / "progress.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("source", ["auto", "tqdm"])
+def test_tqdm_bars_on_stderr_are_parsed_and_copied_byte_for_byte(
+    tmp_path: Path, source: str
+) -> None:
+    run_dir, copy = tmp_path / "run", tmp_path / "err"
+    done = run(run_dir, BARS, "--first", "0", "--last", "2", "--noise-kb", "200",
+               "--err-copy", str(copy),
+               options=("--metrics", source, "--samples-per-epoch", "800"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == copy.read_bytes()  # every byte, bars and noise, unchanged
+    assert done.stdout == b"".join(f"log: epoch {e} done\n".encode() for e in range(3))
+    got = rows(run_dir)
+    assert [r["epoch"] for r in got] == ["1", "2", "3"]  # 0-based bars, shifted
+    assert [float(r["train_loss"]) for r in got] == pytest.approx([1.0, 0.5, 1 / 3], abs=1e-4)
+    assert [float(r["train_acc"]) for r in got] == pytest.approx([0.5, 0.6, 0.7])
+    last = progress(run_dir)[-1]
+    assert (last["epoch"], last["step"], last["steps_per_epoch"]) == (3, 8, 8)
+    assert last["samples_per_sec"] == pytest.approx(16.0 * 800 / 8)
+    assert run_json(run_dir)["epochs_completed"] == 3
+
+
+def test_an_epoch_on_both_streams_is_one_row(tmp_path: Path) -> None:
+    run_dir, copy = tmp_path / "run", tmp_path / "err"
+    done = run(run_dir, BARS, "--first", "1", "--last", "3", "--epoch-lines",
+               "--err-copy", str(copy))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    got = rows(run_dir)
+    assert [r["epoch"] for r in got] == ["1", "2", "3"]
+    # The bar (train values) and the stdout line (val values) of an epoch merge into its row,
+    # whichever of the two streams is read first.
+    assert [float(r["train_loss"]) for r in got] == pytest.approx([1.0, 0.5, 1 / 3], abs=1e-4)
+    assert [float(r["train_acc"]) for r in got] == pytest.approx([0.6, 0.7, 0.8])
+    assert [float(r["val_loss"]) for r in got] == pytest.approx([0.5, 0.25, 1 / 6], abs=1e-4)
+    assert [float(r["val_acc"]) for r in got] == pytest.approx([0.61, 0.62, 0.63])
+    assert run_json(run_dir)["epochs_completed"] == 3
+
+
+def test_a_crash_traceback_on_stderr_is_all_there(tmp_path: Path) -> None:
+    run_dir, copy = tmp_path / "run", tmp_path / "err"
+    done = run(run_dir, BARS, "--last", "0", "--crash", "--err-copy", str(copy))
+    assert done.returncode == 1
+    bars = copy.read_bytes()
+    assert done.stderr.startswith(bars)
+    traceback = done.stderr[len(bars) :]
+    assert traceback.startswith(b"Traceback (most recent call last):\n")
+    assert traceback.endswith(b"\nRuntimeError: CUDA out of memory (not really)\n")
+    assert [r["epoch"] for r in rows(run_dir)] == ["1"]
+    assert run_json(run_dir)["state"] == "failed"
+
+
+def test_stderr_written_before_death_by_sigkill_is_not_lost(tmp_path: Path) -> None:
+    run_dir, copy = tmp_path / "run", tmp_path / "err"
+    done = run(run_dir, BARS, "--noise-kb", "512", "--kill-self", "--err-copy", str(copy))
+    assert done.returncode == 128 + signal.SIGKILL
+    assert done.stderr == copy.read_bytes()
+    assert [r["epoch"] for r in rows(run_dir)] == ["1", "2"]
+
+
+def test_other_sources_leave_stderr_unparsed(tmp_path: Path) -> None:
+    run_dir, copy = tmp_path / "run", tmp_path / "err"
+    done = run(run_dir, BARS, "--epoch-lines", "--err-copy", str(copy),
+               options=("--metrics", "epoch-line"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == copy.read_bytes()
+    got = rows(run_dir)
+    assert [r["epoch"] for r in got] == ["1", "2"]
+    assert [r["val_acc"] for r in got] == ["0.6", "0.61"]
+    assert [r["train_loss"] for r in got] == ["", ""]  # the bars' values were not read
+    assert not (run_dir / "progress.jsonl").exists()  # the bars were not read

@@ -2,8 +2,9 @@
 
 Every rank sets up the environment and logs itself in ``ranks.jsonl``; ranks other than 0
 become the script (``os.execv``: no wrapper left, no overhead). Rank 0 runs the script as a
-child, forwards the pre-emption and interrupt signals to it, copies its stdout byte for byte,
-parses it into the run directory's files, and exits with the child's status.
+child, forwards the pre-emption and interrupt signals to it, copies its stdout (and, when the
+metrics source reads tqdm bars, its stderr) byte for byte, parses them into the run directory's
+files, and exits with the child's status.
 """
 
 from __future__ import annotations
@@ -38,12 +39,16 @@ from .runinfo import (
     utc_now,
     write_requeue_request,
 )
-from .stream import StdoutParser
+from .stream import BarParser, StdoutParser
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 _READ_SIZE = 1 << 16  # larger reads cost more (fresh pages) than they save
 _PIPE_SIZE = 1 << 20  # fewer, larger reads at high output rates (Linux only; best effort)
 _TICK_SEC = 1.0  # CSV polls and throttled progress lines
+# Sources that read tqdm bars, which tqdm (and Hugging Face) draw on stderr by default.
+_BAR_SOURCES = ("auto", "tqdm")
+# The child's pipe fd -> (our fd it is copied to, its parser, the name a parsing bug reports).
+_Streams = dict[int, tuple[int, Callable[[bytes], None], str]]
 
 
 @dataclass(frozen=True)
@@ -172,7 +177,7 @@ class Rank0:
         self.signals: list[int] = []  # received (and forwarded), in order
         self.start = time.monotonic()
         self.launcher = how
-        self.stdout_open = True
+        self.closed_outputs: set[int] = set()  # our fds whose reader is gone
         self.parse_failed = False
 
     # -- signals -------------------------------------------------------------------------
@@ -216,6 +221,10 @@ class Rank0:
             lambda offset: self.info.update(epoch_offset=offset),
         )
         self.parser = StdoutParser("none" if opts.metrics.startswith(CSV_PREFIX) else opts.metrics)
+        # By convention logs go to stdout and progress bars to stderr: stderr is read for bars
+        # only, so a traceback or a warning never becomes a metric, and helper lines (printed
+        # to stdout by report.py) and the other presets stay stdout-only.
+        self.bars = BarParser() if opts.metrics in _BAR_SOURCES else None
         self.csv: CsvSource | None = None
         extras = self.parser.extra_columns
         if opts.metrics.startswith(CSV_PREFIX):
@@ -264,15 +273,15 @@ class Rank0:
             sys.stderr.write(f"[ddp-tui] metrics parsing stopped ({step}): {exc!r}\n")
 
     # -- the copy loop -------------------------------------------------------------------
-    def _copy(self, data: bytes) -> None:
-        if not self.stdout_open:
+    def _copy(self, target: int, data: bytes) -> None:
+        if target in self.closed_outputs:
             return
         view = memoryview(data)
         try:
             while view:
-                view = view[os.write(1, view) :]
-        except OSError:  # our stdout is gone: keep draining the child, stop copying
-            self.stdout_open = False
+                view = view[os.write(target, view) :]
+        except OSError:  # our stdout/stderr is gone: keep draining the child, stop copying
+            self.closed_outputs.add(target)
 
     def _feed(self, data: bytes) -> None:
         before = self.parser.helper_seen
@@ -280,6 +289,17 @@ class Rank0:
         if self.parser.helper_seen and not before:
             self.metrics.forget_attempt()
         self._records(records)
+
+    def _feed_bars(self, data: bytes) -> None:
+        if self.bars is not None and not self.parser.helper_seen:  # helper lines overrule
+            self._records(self.bars.feed(data))
+
+    def _finish_parsing(self) -> None:
+        self._records(self.parser.finish())
+        if self.bars is not None and not self.parser.helper_seen:
+            self._records(self.bars.finish())
+        if self.csv is not None:
+            self._records(self.csv.finish())
 
     def _tick(self) -> None:
         self.progress.tick()
@@ -292,40 +312,49 @@ class Rank0:
         self._install_signals()
         self._open_outputs()
         sys.stdout.flush()
-        proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, bufsize=0)
+        stderr = subprocess.PIPE if self.bars is not None else None  # else inherited
+        proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=stderr, bufsize=0)
         self.child_pid = proc.pid
         self.metrics.restart_clock(time.monotonic())  # the first epoch counts from here
         for signum in self.signals:  # arrived while the child was being started
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signum)
         assert proc.stdout is not None
-        fd = proc.stdout.fileno()
         with contextlib.suppress(AttributeError, OSError):
             import fcntl
 
-            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
-        next_tick = time.monotonic() + _TICK_SEC
-        while True:
-            wait = max(next_tick - time.monotonic(), 0.0)
-            ready, _, _ = select.select([fd], [], [], wait)
-            if ready:
-                data = os.read(fd, _READ_SIZE)
-                if not data:
-                    break
-                self._copy(data)
-                self._guarded("stdout", functools.partial(self._feed, data))
-            if time.monotonic() >= next_tick:
-                self._guarded("tick", self._tick)
-                next_tick = time.monotonic() + _TICK_SEC
+            fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
+        streams: _Streams = {proc.stdout.fileno(): (1, self._feed, "stdout")}
+        if proc.stderr is not None:
+            streams[proc.stderr.fileno()] = (2, self._feed_bars, "stderr")
+        self._pump(streams)
         proc.stdout.close()
+        if proc.stderr is not None:
+            proc.stderr.close()
         code = proc.wait()
-        self._guarded("end", lambda: self._records(self.parser.finish()))
-        if self.csv is not None:
-            csv_source = self.csv
-            self._guarded("end", lambda: self._records(csv_source.finish()))
+        self._guarded("end", self._finish_parsing)
         self.progress.tick(float("inf"))
         self.progress.close()
         return self._finish(code)
+
+    def _pump(self, streams: _Streams) -> None:
+        """Copy and parse the child's pipes until both are at EOF: all the child (and any
+        process it left holding them) wrote is passed on, a last traceback included."""
+        next_tick = time.monotonic() + _TICK_SEC
+        while streams:
+            wait = max(next_tick - time.monotonic(), 0.0)
+            ready, _, _ = select.select(list(streams), [], [], wait)
+            for fd in ready:
+                data = os.read(fd, _READ_SIZE)
+                target, feed, name = streams[fd]
+                if not data:
+                    del streams[fd]
+                    continue
+                self._copy(target, data)
+                self._guarded(name, functools.partial(feed, data))
+            if time.monotonic() >= next_tick:
+                self._guarded("tick", self._tick)
+                next_tick = time.monotonic() + _TICK_SEC
 
     def _finish(self, code: int) -> int:
         status = 128 - code if code < 0 else code

@@ -1,5 +1,6 @@
-"""The scan of rank 0's stdout: whole lines out of pipe reads, helper lines, and the few lines
-a preset should look at, found without Python work per line.
+"""The scan of rank 0's output: whole lines out of pipe reads, helper lines, and the few lines
+a preset should look at, found without Python work per line. Stdout gets everything
+(:class:`StdoutParser`); stderr only tqdm bars (:class:`BarParser`), where tqdm draws them.
 
 A read is scanned where it lies (``bytes.find`` over ranges, no copies); only the line cut by
 the previous read is joined with its rest. ``\\r`` ends a line like ``\\n`` does (tqdm redraws
@@ -103,7 +104,39 @@ def _float_or_none(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-class StdoutParser:
+class _LineStream:
+    """Whole lines out of one pipe's reads, handed to :meth:`_scan` as ranges of the read."""
+
+    def __init__(self) -> None:
+        self._tail = b""  # a line cut by the end of the last read
+
+    def _lines(self, data: bytes, out: list[Record]) -> None:
+        """Scan the lines ``data`` completes. They are scanned where they lie in ``data``
+        (ranges, no copy); only the line cut by the previous read is joined with its rest."""
+        first = _line_end(data, 0, len(data))
+        if first == len(data):  # no line ends here: all of it continues the cut line
+            self._tail += data
+            if len(self._tail) > _MAX_LINE:
+                self._tail = b""
+            return
+        head = self._tail + data[: first + 1]
+        self._scan(head, 0, len(head), out)
+        last = _line_start(data, first, len(data))  # just past the last line end
+        if last > first + 1:
+            self._scan(data, first + 1, last, out)
+        self._tail = data[last:]
+
+    def _last_line(self, out: list[Record]) -> None:
+        """Scan a last line without a newline, at the end of the stream."""
+        if self._tail:
+            rest, self._tail = self._tail + b"\n", b""
+            self._scan(rest, 0, len(rest), out)
+
+    def _scan(self, text: bytes, start: int, end: int, out: list[Record]) -> None:
+        raise NotImplementedError
+
+
+class StdoutParser(_LineStream):
     """The parsing of one stream for one ``metrics`` value (not ``csv:``).
 
     Helper lines are parsed always and are authoritative: once one is seen, presets and the
@@ -111,6 +144,7 @@ class StdoutParser:
     """
 
     def __init__(self, source: str) -> None:
+        super().__init__()
         self.presets: tuple[str, ...] = ()
         self.regex: UserRegex | None = None
         self.enabled = source != "none"
@@ -122,44 +156,27 @@ class StdoutParser:
             self.regex = UserRegex(source[len(REGEX_PREFIX) :])
         self.helper_seen = False
         self._hf = HfDict()
-        self._tail = b""  # a line cut by the end of the last read
 
     @property
     def extra_columns(self) -> tuple[str, ...]:
         return self.regex.extra_columns if self.regex else ()
 
     def feed(self, data: bytes) -> list[Record]:
-        """Records from the lines ``data`` completes (bytes as read from the pipe).
-
-        The lines are scanned where they lie in ``data`` (ranges, no copy); only the line cut
-        by the previous read is joined with its rest.
-        """
+        """Records from the lines ``data`` completes (bytes as read from the pipe)."""
         if not self.enabled or not data:
-            return []
-        first = _line_end(data, 0, len(data))
-        if first == len(data):  # no line ends here: all of it continues the cut line
-            self._tail += data
-            if len(self._tail) > _MAX_LINE:
-                self._tail = b""
             return []
         out: list[Record] = []
         helper_before = self.helper_seen
-        head = self._tail + data[: first + 1]
-        self._scan(head, 0, len(head), out)
-        last = _line_start(data, first, len(data))  # just past the last line end
-        if last > first + 1:
-            self._scan(data, first + 1, last, out)
-        self._tail = data[last:]
+        self._lines(data, out)
         return self._overruled(out, helper_before)
 
     def finish(self) -> list[Record]:
         """Records from a last line without a newline, at the end of the stream."""
-        if not self.enabled or not self._tail:
+        if not self.enabled:
             return []
-        rest, self._tail = self._tail + b"\n", b""
         out: list[Record] = []
         helper_before = self.helper_seen
-        self._scan(rest, 0, len(rest), out)
+        self._last_line(out)
         return self._overruled(out, helper_before)
 
     def _overruled(self, out: list[Record], helper_before: bool) -> list[Record]:
@@ -200,3 +217,32 @@ class StdoutParser:
                 if record is not None:
                     out.append(record)
                     return
+
+
+class BarParser(_LineStream):
+    """The parsing of rank 0's stderr: tqdm bars only (tqdm and Hugging Face draw them there).
+
+    A read is searched once for ``%|`` (every default tqdm bar has it); only the lines that
+    hold it get the ``tqdm`` preset's look, so a read without a bar costs one ``bytes.find``.
+    """
+
+    def feed(self, data: bytes) -> list[Record]:
+        """Records from the bars ``data`` completes (bytes as read from the pipe)."""
+        out: list[Record] = []
+        if data:
+            self._lines(data, out)
+        return out
+
+    def finish(self) -> list[Record]:
+        """Records from a last bar without a line end, at the end of the stream."""
+        out: list[Record] = []
+        self._last_line(out)
+        return out
+
+    def _scan(self, text: bytes, start: int, end: int, out: list[Record]) -> None:
+        pos = text.find(b"%|", start, end)
+        while pos >= 0:
+            line_end = _line_end(text, pos, end)
+            line = text[_line_start(text, start, pos) : line_end]
+            parse_tqdm(line.decode(errors="replace"), out)
+            pos = text.find(b"%|", line_end, end)
