@@ -213,7 +213,9 @@ def specs(draw: st.DrawFn, *, wild_max: int = 4) -> ExperimentSpec:
     return ExperimentSpec(**values)
 
 
-_DIRECTIVE = re.compile(r"#SBATCH --[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:/=+@%*!&|\[\]^~-]+)?")
+# What may follow "=" on a directive: the union of the spec's patterns for the values that land
+# there (constraints group with parentheses, e.g. "(a100|h100)&ib").
+_DIRECTIVE = re.compile(r"#SBATCH --[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:/=+@%*!&|\[\]()^~-]+)?")
 
 
 def check_script(script: str) -> None:
