@@ -112,3 +112,13 @@ async def test_jobs_table_refresh_of_2000_runs_touches_only_changed_cells() -> N
         await pilot.pause()
         assert written == 100  # 100 running rows x the elapsed cell
         assert table.get_cell(runs[0].run_id, "elapsed") == row_values(changed[0])[4]
+
+
+def test_epoch_times_below_ten_seconds_keep_their_fraction() -> None:
+    from ddp_tui.tui.screens.detail import metric_cell
+
+    # A small script's sub-second epochs must not all read 0:00.
+    assert metric_cell("epoch_time_sec", 0.0374) == "0.04s"
+    assert metric_cell("epoch_time_sec", 9.5) == "9.50s"
+    assert metric_cell("epoch_time_sec", 75.0) == "1:15"
+    assert metric_cell("epoch_time_sec", None) == "-"

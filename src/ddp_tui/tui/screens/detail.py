@@ -51,7 +51,8 @@ def metric_cell(column: str, value: float | None) -> str:
     if column in ("epoch", "world_size"):
         return str(int(value))
     if column == "epoch_time_sec":
-        return duration(value)
+        # A small script's epochs can be sub-second: m:ss would show them all as 0:00.
+        return f"{value:.2f}s" if value < 10 else duration(value)
     if column == "throughput_samples_per_sec":
         return rate(value)
     if column == "gpu_mem_peak_mib":
@@ -311,9 +312,15 @@ class DetailScreen(BaseScreen):
             return xs, ys
 
         val_name = self.run.val_metric_name if self.run is not None else "val_acc"
+        quality: tuple[str, tuple[tuple[str, str], ...]]
+        if val_name == "val_acc" and not series("val_acc")[0]:
+            # A user's script may report training accuracy only: plot that rather than nothing.
+            quality = ("Train acc", (("train_acc", "train"),))
+        else:
+            quality = (f"Val {metric_label(val_name)}", ((val_name, metric_label(val_name)),))
         plots = (
             ("#plot-loss", "Loss", (("train_loss", "train"), ("val_loss", "val"))),
-            ("#plot-val", f"Val {metric_label(val_name)}", ((val_name, metric_label(val_name)),)),
+            ("#plot-val", *quality),
             ("#plot-thru", "Samples/s", (("throughput_samples_per_sec", "samples/s"),)),
         )
         for selector, title, lines in plots:
