@@ -312,7 +312,7 @@ def _cmd_submit(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) -> int:
-    from ddp_tui.remote.plan import ValidationFailed
+    from ddp_tui.remote.plan import ValidationFailed, require_ok
     from ddp_tui.spec import FieldError
 
     if args.dry_run:
@@ -332,9 +332,9 @@ def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) ->
             ) from None
         plans = cluster.plan_sweep(spec, sizes, dimension=args.sweep_over)
         _warn(plans)
-        errors = [e for p in plans for e in p.errors]
-        if errors:
-            raise ValidationFailed(errors)
+        # Each plan is submitted here, not by submit_plans, so that each snapshot's upload
+        # is reported as it happens; require_ok keeps "all or nothing".
+        require_ok(plans)
         for plan in plans:
             view = cluster.submit(plan)
             _report_snapshot(cluster, plan)

@@ -25,6 +25,7 @@ from ddp_tui.remote.plan import (
     for_sweep_size,
     make_plan,
     plan_spec,
+    require_ok,
     spec_errors,
     sweep_specs,
 )
@@ -257,9 +258,7 @@ class Cluster:
 
     def submit_plans(self, plans: Sequence[SubmitPlan]) -> list[RunView]:
         """Submit several plans (a sweep); nothing is submitted unless every plan is ok."""
-        errors = [e for p in plans for e in p.errors]
-        if errors:
-            raise ValidationFailed(errors)
+        require_ok(plans)
         return [self.submit(p) for p in plans]
 
     def _submit_attempt(

@@ -117,6 +117,14 @@ def make_plan(
     return SubmitPlan(spec, kind, group, run_id, run_dir, script, (), notes, snapshot)
 
 
+def require_ok(plans: Sequence[SubmitPlan]) -> None:
+    """Raise :class:`ValidationFailed` with every error of ``plans`` unless all are ok: a
+    sweep submits all of its plans or none."""
+    errors = [e for p in plans for e in p.errors]
+    if errors:
+        raise ValidationFailed(errors)
+
+
 def sweep_specs(
     spec: ExperimentSpec, sizes: Sequence[int], dimension: str
 ) -> list[tuple[int, ExperimentSpec]]:

@@ -48,7 +48,7 @@ def prepare_script(spec: ExperimentSpec, executor: Executor) -> ScriptPrep:
 
 def _prepare_snapshot(spec: ExperimentSpec) -> ScriptPrep:
     here = Path.cwd()
-    module = spec.script.startswith("-")
+    module = spec.script_module is not None
     project = _absolute(spec.project_dir, here) if spec.project_dir else None
     script = spec.script
     if not module:
@@ -71,7 +71,7 @@ def _prepare_snapshot(spec: ExperimentSpec) -> ScriptPrep:
         return _failed(spec, "project_dir", f"{project} is not a directory on this machine")
     resolved = spec.replace(script=script, project_dir=str(project))
     try:
-        manifest = build_manifest(project, max_bytes=spec.snapshot_max_mb * 2**20)
+        manifest = current_snapshot(resolved)
     except SnapshotError as exc:
         return ScriptPrep(resolved, None, (FieldError("project_dir", str(exc)),))
     if not module:
@@ -96,7 +96,7 @@ def _failed(spec: ExperimentSpec, field: str, message: str) -> ScriptPrep:
 
 
 def _check_in_place(spec: ExperimentSpec, executor: Executor) -> list[FieldError]:
-    module = spec.script.startswith("-")
+    module = spec.script_module is not None
     field, path = ("project_dir", spec.project_dir) if module else ("script", spec.script)
     if not module and not (path.startswith(("/", "~")) or spec.project_dir):
         return [
@@ -118,7 +118,7 @@ def _check_in_place(spec: ExperimentSpec, executor: Executor) -> list[FieldError
 
 
 def current_snapshot(spec: ExperimentSpec) -> SnapshotManifest:
-    """The project of a planned ``spec`` as it is now, for a submit of a plan made earlier
-    (a Compose preview can be minutes old, and the user may have added a file since):
-    listed again, with the same cap. Raises :class:`SnapshotError` as a plan reports it."""
+    """The project of a resolved ``spec`` as it is now, under its cap: what a plan lists,
+    and what a submit lists again (a Compose preview can be minutes old, and the user may
+    have added a file since). Raises :class:`SnapshotError`."""
     return build_manifest(Path(spec.project_dir), max_bytes=spec.snapshot_max_mb * 2**20)

@@ -56,20 +56,8 @@ def verify_run(
         checks += preflight_checks(spec, state, summarize(files.preflight))
     else:
         epochs = [int(e) for r in files.metrics if (e := r.get("epoch")) is not None]
-        checks += training_checks(spec, state, files.run_json, epochs, files.checkpoint_bytes)
-        if spec.entry == "script":
-            # A script keeps its checkpoints as it likes (or not at all): list what it left.
-            checks = [c for c in checks if c.name != "a checkpoint exists"]
-            if files.script_checkpoints:
-                names = ", ".join(sorted(files.script_checkpoints)[:3])
-                more = len(files.script_checkpoints) - 3
-                checks.append(
-                    Check(
-                        "a checkpoint exists",
-                        True,
-                        f"checkpoints/: {names}" + (f" and {more} more" if more > 0 else ""),
-                    )
-                )
+        checks += training_checks(spec, state, files.run_json, epochs)
+        checks += checkpoint_checks(spec, files)
     checks.append(accounting_check(state.is_terminal, files.accounting_saved))
     return checks
 
@@ -112,15 +100,13 @@ def training_checks(
     state: JobState,
     run_json: Mapping[str, Any] | None,
     epochs: Sequence[int],
-    checkpoint_bytes: int | None,
 ) -> list[Check]:
-    """Nodes, world size and backend, every epoch, and a checkpoint."""
+    """Nodes, world size and backend, and every epoch."""
     hosts = [str(h) for h in run_json.get("hosts", [])] if run_json else []
     ws = run_json.get("world_size") if run_json else None
     be = run_json.get("backend") if run_json else None
     want_be = spec.backend if spec.backend != "auto" else None
     want = list(range(1, spec.epochs + 1))
-    size = f"{checkpoint_bytes / 2**20:.1f} MiB" if checkpoint_bytes is not None else "missing"
     return [
         Check(
             "nodes used match the request",
@@ -138,7 +124,26 @@ def training_checks(
             f"{len(epochs)}/{spec.epochs} epochs"
             + ("" if list(epochs) == sorted(set(epochs)) else " (duplicates or gaps)"),
         ),
-        Check("a checkpoint exists", checkpoint_bytes is not None, f"checkpoints/latest.pt {size}"),
+    ]
+
+
+def checkpoint_checks(spec: ExperimentSpec, files: RunFiles) -> list[Check]:
+    """The trainer's checkpoint must exist. A user's script keeps its checkpoints as it
+    likes, or not at all: what it left in its checkpoint directory is listed, if anything."""
+    if spec.entry != "script":
+        size = files.checkpoint_bytes
+        detail = f"{size / 2**20:.1f} MiB" if size is not None else "missing"
+        return [Check("a checkpoint exists", size is not None, f"checkpoints/latest.pt {detail}")]
+    if not files.script_checkpoints:
+        return []
+    names = ", ".join(sorted(files.script_checkpoints)[:3])
+    more = len(files.script_checkpoints) - 3
+    return [
+        Check(
+            "a checkpoint exists",
+            True,
+            f"checkpoints/: {names}" + (f" and {more} more" if more > 0 else ""),
+        )
     ]
 
 

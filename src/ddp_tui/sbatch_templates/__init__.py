@@ -156,14 +156,14 @@ def script_target(spec: ExperimentSpec) -> tuple[str, list[str]]:
     script runs from the project's copy in the run directory. In place, the script runs where
     it is on the cluster, from the project directory or else its own directory."""
     s = spec
-    module = s.script.startswith("-")
-    target = ["-m", s.script.split(None, 1)[1].strip()] if module else [s.script]
-    if s.code_mode == "snapshot":
-        if not module:
-            project = s.project_dir or posixpath.dirname(s.script) or "."
-            target = [posixpath.relpath(s.script, project)]
-        return PROJECT_SUBDIR, target
-    return s.project_dir or posixpath.dirname(s.script) or ".", target
+    project = s.project_dir or posixpath.dirname(s.script) or "."
+    if s.script_module:
+        target = ["-m", s.script_module]
+    elif s.code_mode == "snapshot":
+        target = [posixpath.relpath(s.script, project)]
+    else:
+        target = [s.script]
+    return (PROJECT_SUBDIR if s.code_mode == "snapshot" else project), target
 
 
 def script_launch_args(spec: ExperimentSpec, run_dir: str) -> list[str]:

@@ -605,12 +605,17 @@ class ExperimentSpec:
                 object.__setattr__(self, name, tuple(tuple(p) for p in env))
 
     @property
+    def script_module(self) -> str | None:
+        """The module of a ``-m package.module`` script; None for a script file."""
+        if not self.script.startswith("-"):
+            return None
+        return self.script.split(None, 1)[-1].strip()
+
+    @property
     def workload(self) -> str:
         """What the run trains, in a few words: ``resnet50 on cifar10``, or ``script train.py``."""
         if self.entry == "script":
-            module = self.script.startswith("-")
-            target = self.script.split(None, 1)[-1] if module else self.script.rsplit("/", 1)[-1]
-            return f"script {target}"
+            return f"script {self.script_module or self.script.rsplit('/', 1)[-1]}"
         return f"{self.model} on {self.dataset}"
 
     @property

@@ -188,7 +188,7 @@ def _module_in_place_needs_dir(s: ExperimentSpec, ok: _Passed) -> FieldError | N
     # app runs from; in place there is no such default on the cluster.
     if not ok("entry", "script", "code_mode", "project_dir") or s.entry != "script":
         return None
-    if s.code_mode == "in-place" and s.script.startswith("-") and not s.project_dir:
+    if s.code_mode == "in-place" and s.script_module and not s.project_dir:
         return FieldError(
             "project_dir",
             "is required to run -m package.module in place: the directory on the cluster "
