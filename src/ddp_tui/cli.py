@@ -100,6 +100,21 @@ def _scheduler_option(parser: argparse.ArgumentParser, default: object) -> None:
     )
 
 
+def _python_check_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--recheck-python",
+        action="store_true",
+        help="check again that the job's python has torch (a check that passed is "
+        "remembered per profile, host, python and env_setup)",
+    )
+    parser.add_argument(
+        "--skip-python-check",
+        action="store_true",
+        help="do not check that the job's python has torch, when you know better (the "
+        "profile's check_python = false does the same for every submit)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ddp-tui", description="Run PyTorch DDP experiments on Slurm clusters."
@@ -129,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="gpus",
         help="what the sweep's sizes set: GPUs per node or nodes (default: gpus)",
     )
+    _python_check_options(s)
     pf = sub.add_parser(
         "preflight",
         help="submit a collective test of the spec's shape",
@@ -136,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _scheduler_option(pf, argparse.SUPPRESS)
     _spec_options(pf)
+    _python_check_options(pf)
     ls = sub.add_parser("ls", help="list runs, newest first")
     ls.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     for name, helptext in (
@@ -145,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         c = sub.add_parser(name, help=helptext)
         c.add_argument("run", help="run id, a unique prefix of one, or a job id")
+    why = sub.add_parser(
+        "why",
+        help="why a run failed, is pending, or has stalled (exit 1: something to fix)",
+    )
+    why.add_argument("run", help="run id, a unique prefix of one, or a job id")
+    why.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     lg = sub.add_parser("logs", help="print a run's .out (or .err)")
     lg.add_argument("run", help="run id, a unique prefix of one, or a job id")
     lg.add_argument("--err", action="store_true", help="print the .err file instead")
@@ -239,6 +262,8 @@ def _profile(args: argparse.Namespace) -> Profile:
     from ddp_tui.remote.scheduler import SchedulerError
 
     profile = get_profile(args.profile)
+    if getattr(args, "skip_python_check", False):
+        profile = dataclasses.replace(profile, check_python=False)
     if args.scheduler is None:
         return profile
     host = args.host or profile.host
@@ -301,6 +326,7 @@ def _cmd_submit(cluster: Cluster, args: argparse.Namespace) -> int:
     from ddp_tui.spec import FieldError
 
     spec = _spec_from_args(cluster, args)
+    _recheck_python(cluster, args, spec)
     try:
         return _submit(cluster, args, spec)
     except ValidationFailed as exc:
@@ -368,8 +394,18 @@ def _warn(plans: Sequence[SubmitPlan]) -> None:
         print(f"ddp-tui: warning: {warning}", file=sys.stderr)
 
 
+def _recheck_python(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) -> None:
+    """With --recheck-python, forget the remembered check, so that the plan checks again."""
+    from ddp_tui.remote.prequeue import PythonCheckCache, PythonKey
+
+    if args.recheck_python:
+        PythonCheckCache().forget(PythonKey.of(cluster.profile.name, cluster.location, spec))
+
+
 def _cmd_preflight(cluster: Cluster, args: argparse.Namespace) -> int:
-    plan = cluster.plan(_spec_from_args(cluster, args), kind="preflight")
+    spec = _spec_from_args(cluster, args)
+    _recheck_python(cluster, args, spec)
+    plan = cluster.plan(spec, kind="preflight")
     _warn([plan])
     view = cluster.submit(plan)
     print(f"{view.run_id}\t{view.job_id}")
@@ -400,18 +436,21 @@ def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
                 "group": v.group,
                 "kind": v.kind,
                 "note": v.note or None,
+                "reason": v.reason_label or None,
+                "diagnosis": v.diagnosis.to_dict() if v.diagnosis else None,
                 "preflight": dataclasses.asdict(v.preflight) if v.preflight else None,
             }
             for v in snap.runs
         ]
         print(json.dumps(rows, indent=2))
         return 0
-    print("RUN\tJOB\tSTATE\tSIZE\tEPOCH\tLOSS\tVAL\tSAMPLES/S")
+    print("RUN\tJOB\tSTATE\tSIZE\tEPOCH\tLOSS\tVAL\tSAMPLES/S\tREASON")
     for v in snap.runs:
         val = v.preflight.bandwidth_label if v.preflight else _fmt(v.last_val_metric)
         print(
             f"{v.run_id}\t{v.job_id or '-'}\t{v.state_label}\t{v.spec.nodes}x{v.spec.gpus_per_node}"
             f"\t{v.epoch_label}\t{_fmt(v.last_train_loss)}\t{val}\t{_fmt(v.throughput, '.1f')}"
+            f"\t{v.reason_label or '-'}"
         )
     for v in snap.runs:
         if v.note:  # the "*" of the STATE column, spelled out
@@ -452,6 +491,43 @@ def _cmd_verify(cluster: Cluster, args: argparse.Namespace) -> int:
         mark = {True: "ok  ", False: "FAIL", None: "... "}[c.ok]
         print(f"[{mark}] {c.name}: {c.detail}")
     return 0 if all(c.ok for c in checks) else 1
+
+
+def _cmd_why(cluster: Cluster, args: argparse.Namespace) -> int:
+    """Why the run is where it is; exit 1 when there is something to fix."""
+    from ddp_tui.diagnosis.text import diagnosis_lines
+    from ddp_tui.remote.states import JobState
+
+    view = resolve_run(cluster, args.run)
+    head = f"{view.run_id} (job {view.job_id or '-'}): {view.state.value}"
+    if view.exit_code:
+        head += f", exit {view.exit_code}"
+    if view.state.is_active:
+        doc: dict[str, object] = {"run_id": view.run_id, "state": view.state.value}
+        lines = [head]
+        if view.state is JobState.PENDING:
+            lines.append(f"pending: {view.reason_label or view.reason or 'no reason given'}")
+        if view.stall is not None:
+            doc["stall"] = view.stall.summary
+            lines.append(f"stalled: {view.stall.summary}")
+            lines.append("what to do: look at the last lines (ddp-tui logs RUN), cancel it")
+        _print_why(args, doc, lines)
+        return 1 if view.stall is not None else 0
+    diagnosis = cluster.diagnose(view.run_id)
+    if diagnosis is None:
+        failed = view.state is not JobState.COMPLETED and view.job_id is not None
+        lines = [head, "no diagnosis: no rule recognised what the run left"]
+        if failed:
+            lines.append(f"see: ddp-tui logs {view.run_id} --err")
+        _print_why(args, {"run_id": view.run_id, "state": view.state.value}, lines)
+        return 1 if failed else 0
+    doc = {"run_id": view.run_id, "state": view.state.value, **diagnosis.to_dict()}
+    _print_why(args, doc, [head, *diagnosis_lines(diagnosis)])
+    return 1 if diagnosis.needs_fix else 0
+
+
+def _print_why(args: argparse.Namespace, doc: dict[str, object], lines: list[str]) -> None:
+    print(json.dumps(doc, indent=2) if args.json else "\n".join(lines))
 
 
 def _cmd_logs(cluster: Cluster, args: argparse.Namespace) -> int:
@@ -500,6 +576,7 @@ _COMMANDS = {
     "cancel": _cmd_cancel,
     "retry": _cmd_retry,
     "verify": _cmd_verify,
+    "why": _cmd_why,
     "compare": _cmd_compare,
 }
 

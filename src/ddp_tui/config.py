@@ -16,6 +16,9 @@ this machine, with Slurm when ``sbatch`` is found and the embedded scheduler oth
     time_limit = "02:00:00"
     scheduler = "slurm"              # auto | slurm | local
     poll_interval_sec = 5            # at least 2: admins throttle fast squeue pollers
+    stall_after_min = 10             # a running job quiet this long is "stalled"; 0: never
+    cancel_stalled = false           # true: cancel a stalled job instead of only marking it
+    check_python = true              # before a submit: does the job's python have torch?
 
     [profiles.mycluster.nccl_env]
     NCCL_SOCKET_IFNAME = "ib0"
@@ -23,6 +26,7 @@ this machine, with Slurm when ``sbatch`` is found and the embedded scheduler oth
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -92,6 +96,13 @@ class Profile:
     poll_interval_sec: float = 5.0
     local_max_concurrent: int = 1
     scheduler: str = "auto"
+    # A running job with no new log bytes, progress or heartbeat for this long is stalled
+    # (0: the rule is off); cancel_stalled then cancels it, else it is only marked.
+    stall_after_min: float = 10.0
+    cancel_stalled: bool = False
+    # Before a submit, the job's python is checked for torch and torchvision once per
+    # interpreter (remote/prequeue.py); false: the user knows better, never check.
+    check_python: bool = True
 
     def __post_init__(self) -> None:
         # Admins throttle users who poll squeue faster than every few seconds.
@@ -105,6 +116,11 @@ class Profile:
     @property
     def nccl_env_dict(self) -> dict[str, str]:
         return dict(self.nccl_env)
+
+    @property
+    def stall_after_sec(self) -> float:
+        """``stall_after_min`` in seconds; 0 when the stall rule is off."""
+        return self.stall_after_min * 60.0
 
 
 def config_path() -> Path:
@@ -185,6 +201,19 @@ def _number(v: object) -> float:
     return float(v)
 
 
+def _minutes(v: object) -> float:
+    # TOML has nan and inf; neither is a time.
+    if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v >= 0):
+        raise TypeError("must be a number of minutes, at least 0 (0 turns it off)")
+    return float(v)
+
+
+def _bool(v: object) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError("must be true or false")
+    return v
+
+
 def _pos_int(v: object) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise TypeError("must be a whole number of at least 1")
@@ -226,6 +255,9 @@ _FIELDS: Final[dict[str, Callable[[object], Any]]] = {
     "poll_interval_sec": _number,
     "local_max_concurrent": _pos_int,
     "scheduler": _scheduler,
+    "stall_after_min": _minutes,
+    "cancel_stalled": _bool,
+    "check_python": _bool,
 }
 #: Profile fields that become spec fields; checked with the spec's own validation.
 _SPEC_FIELDS: Final = (

@@ -1,7 +1,8 @@
 """The run-directory files a job writes, shared by the trainer and a user script's wrapper.
 
 ``run.json`` (written whole and atomically, counting attempts), ``metrics.csv``'s columns and
-cell format, and ``requeue.request``. Standard library only: it is copied into every run as
+cell format, ``requeue.request``, and the trainer's per-rank ``heartbeats/rank-N.json``.
+Standard library only: it is copied into every run as
 ``code/ddp_tui/jobfiles.py`` and imported there by ``ddp_tui.trainer`` and
 ``ddp_tui.scriptrun``, so that the two writers of one contract cannot drift apart
 (docs/architecture.md, "The run directory").
@@ -9,6 +10,7 @@ cell format, and ``requeue.request``. Standard library only: it is copied into e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -19,6 +21,8 @@ from typing import Any, Final
 
 RUN_JSON: Final = "run.json"
 REQUEUE_FILE: Final = "requeue.request"
+#: One ``rank-<N>.json`` per rank in here (:class:`Heartbeater`).
+HEARTBEAT_DIR: Final = "heartbeats"
 #: The exit code that asks for a requeue: the trainer's, and a script's (it reads it from
 #: ``DDP_TUI_REQUEUE_EXIT_CODE``).
 EXIT_REQUEUE: Final = 3
@@ -62,8 +66,14 @@ def csv_cell(value: Any) -> str:
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Replace ``path`` with ``data`` in one rename, so a reader never sees half a file."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        # A full disk must not leave a half-written temporary file behind.
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -117,3 +127,59 @@ def write_requeue_request(run_dir: Path, reason: str, **where: Any) -> None:
 def clear_requeue_request(run_dir: Path) -> None:
     """A (re)started attempt removes the previous attempt's request."""
     (run_dir / REQUEUE_FILE).unlink(missing_ok=True)
+
+
+def heartbeat_path(run_dir: Path, rank: int) -> Path:
+    """``<run>/heartbeats/rank-<rank>.json``."""
+    return Path(run_dir) / HEARTBEAT_DIR / f"rank-{rank}.json"
+
+
+class Heartbeater:
+    """One rank's heartbeat: ``heartbeats/rank-<N>.json`` =
+    ``{"rank", "host", "pid", "t", "epoch", "step", "phase"}`` (``t``: epoch seconds).
+
+    Called from the training loop itself, never from a thread, so that a rank stuck in a
+    collective or a data loader stops beating and can be named as the silent one. Each file
+    is replaced by a rename inside ``heartbeats/``, so the directory's mtime is the time of
+    the newest beat of any rank: a reader can stat one directory instead of reading every
+    rank's file. :meth:`beat` writes at most every ``every_sec`` seconds, except when the
+    phase changes or ``force`` is given, and never raises: a full disk must not end training.
+    """
+
+    def __init__(self, run_dir: Path, rank: int, host: str, *, every_sec: float = 15.0) -> None:
+        self.path = heartbeat_path(run_dir, rank)
+        self.rank = rank
+        self.host = host
+        self.every_sec = every_sec
+        # time.monotonic() and phase of the last write (or failed try)
+        self._written_at: float | None = None
+        self._phase = ""
+
+    def beat(self, epoch: int, step: int, phase: str, *, force: bool = False) -> bool:
+        """Record where this rank is; returns whether the file was written."""
+        now = time.monotonic()
+        if (
+            not force
+            and phase == self._phase
+            and self._written_at is not None
+            and now - self._written_at < self.every_sec
+        ):
+            return False
+        record = {
+            "rank": self.rank,
+            "host": self.host,
+            "pid": os.getpid(),
+            "t": time.time(),
+            "epoch": epoch,
+            "step": step,
+            "phase": phase,
+        }
+        # A failed write is throttled too: a full disk is not retried on every step.
+        self._written_at, self._phase = now, phase
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.path, record)
+        except (OSError, ValueError):
+            # ValueError: a path the OS refuses outright (a NUL byte); training goes on.
+            return False
+        return True

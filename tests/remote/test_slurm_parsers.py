@@ -508,3 +508,24 @@ def test_missing_slurm_binaries_are_reported_not_crashed(tmp_path: Path) -> None
     for call in (sched.version, sched.partitions, lambda: sched.poll(["1"])):
         with pytest.raises(SchedulerUnavailable, match="command not found"):
             call()
+
+
+def test_idle_nodes_count_only_nodes_a_new_job_could_start_on_now() -> None:
+    # The captured cluster had every node busy (mixed) or planned for a pending job.
+    parts = {p.name: p for p in slurm.partitions_from_nodes(slurm.parse_sinfo(data("sinfo.txt")))}
+    assert (parts["debug"].idle_nodes, parts["small"].idle_nodes) == (0, 0)
+    rows = [
+        ("a1", "gpu*", "up", "idle"),
+        ("a2", "gpu*", "up", "idle"),
+        ("a3", "gpu*", "up", "idle*"),  # not responding
+        ("a4", "gpu*", "up", "idle~"),  # powered off
+        ("a5", "gpu*", "up", "mixed"),
+        ("a6", "gpu*", "up", "drained"),
+        ("a1", "off", "down", "idle"),  # a partition that is down starts nothing
+    ]
+    text = "".join(
+        SEP.join([*row, "64", "512000", "gpu:4", "UNLIMITED", "1-infinite"]) + "\n" for row in rows
+    )
+    parts = {p.name: p for p in slurm.partitions_from_nodes(slurm.parse_sinfo(text))}
+    assert (parts["gpu"].nodes, parts["gpu"].idle_nodes, parts["gpu"].gpus_per_node) == (6, 2, 4)
+    assert (parts["off"].nodes, parts["off"].idle_nodes) == (1, 0)

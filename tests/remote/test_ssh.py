@@ -225,6 +225,12 @@ def reference_batch(root: Path) -> Batch:
             FileRead(weird),
             FileRead(f"{r}/big.bin", 1000),
             FileRead(f"{r}/big.bin", 10, 70000),
+            # tails: a negative offset is the last bytes (a diagnosis reads only those)
+            FileRead(f"{r}/plain.txt", -7),
+            FileRead(f"{r}/plain.txt", -(10**6)),
+            FileRead(f"{r}/big.bin", -70000),
+            FileRead(f"{r}/big.bin", -5000, 100),
+            FileRead(f"{r}/empty", -10),
         ],
     )
 
@@ -681,7 +687,7 @@ def test_run_batch_equals_local_and_is_one_round_trip(
 )
 @given(
     contents=st.lists(st.binary(max_size=3000), min_size=1, max_size=5),
-    offsets=st.lists(st.integers(0, 4000), min_size=5, max_size=5),
+    offsets=st.lists(st.integers(-4000, 4000), min_size=5, max_size=5),
     limits=st.lists(st.one_of(st.none(), st.integers(0, 3000)), min_size=5, max_size=5),
 )
 def test_batch_reads_match_local_for_any_content(

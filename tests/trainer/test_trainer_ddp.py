@@ -132,6 +132,30 @@ def test_run_json_records_the_world(reference: tuple[Path, str]) -> None:
         assert re.search(rf"^rank {rank}/2 \S+ cpu gloo$", stdout, re.MULTILINE), stdout
 
 
+def test_every_rank_leaves_a_done_heartbeat(reference: tuple[Path, str]) -> None:
+    """Each rank beats from its own training loop, into its own file, last of all "done"."""
+    from ddp_tui.diagnosis.stall import Heartbeat, stall_of
+
+    run_dir, _ = reference
+    beat_dir = run_dir / "heartbeats"
+    assert sorted(p.name for p in beat_dir.iterdir()) == ["rank-0.json", "rank-1.json"]
+    docs = [json.loads((beat_dir / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+    beats = [Heartbeat.from_dict(doc) for doc in docs]
+    assert all(set(doc) == {"rank", "host", "pid", "t", "epoch", "step", "phase"} for doc in docs)
+    hosts = run_json(run_dir)["rank_hosts"]
+    for rank, beat in enumerate(beats):
+        assert beat is not None
+        assert (beat.rank, beat.host, beat.phase) == (rank, hosts[rank], "done")
+        assert (beat.epoch, beat.step) == (2, STEPS_PER_EPOCH)
+    assert beats[0] and beats[1] and beats[0].pid != beats[1].pid
+    # Finished ranks are quiet, never silent: an hour later nobody is named.
+    later = max(b.t for b in beats if b) + 3600
+    stall = stall_of(
+        now=later, activity=[], after_sec=600, heartbeats=[b for b in beats if b], world_size=2
+    )
+    assert stall is not None and stall.silent_ranks == ()
+
+
 def test_both_ranks_end_with_identical_weights(reference: tuple[Path, str]) -> None:
     import torch
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import pandas as pd
 
+from ddp_tui.diagnosis import Diagnosis, Evidence
+from ddp_tui.diagnosis.stall import Heartbeat, SilentRank, Stall
 from ddp_tui.remote.api import ClusterAPI
 from ddp_tui.remote.plan import (
     SubmitPlan,
@@ -165,6 +167,57 @@ def sample_runs() -> list[RunView]:
     return runs
 
 
+#: A failed run's ``.err`` as the trainer leaves it when the job's Python lacks torch.
+MISSING_TORCH_ERR = [
+    "Traceback (most recent call last):",
+    '  File "<frozen runpy>", line 198, in _run_module_as_main',
+    '  File "/opt/ddp-tui/src/ddp_tui/trainer/__main__.py", line 3, in <module>',
+    "ModuleNotFoundError: No module named 'torch'",
+    "srun: error: n1: task 0: Exited with exit code 1",
+]
+
+#: Its diagnosis (fixed text, in the classifier's shape: the snapshot must not depend on
+#: the rules' wording, which has tests of its own).
+MISSING_TORCH = Diagnosis(
+    code="missing-module",
+    short="no module torch",
+    cause="The job's python3 has no module 'torch': it is not the Python that has torch.",
+    advice="Set python or env_setup in the profile to the environment with torch, or "
+    "install torch there.",
+    evidence=(
+        Evidence("slurm-1040.err", 4, "ModuleNotFoundError: No module named 'torch'"),
+        Evidence("slurm-1040.err", 5, "srun: error: n1: task 0: Exited with exit code 1"),
+    ),
+)
+
+#: A 2-node run whose rank 3 went silent 12 minutes ago at epoch 2 step 40.
+STALL = Stall(
+    quiet_sec=720.0,
+    last_activity=NOW - 720.0,
+    silent_ranks=(
+        SilentRank(rank=3, host="n2", quiet_sec=725.0, epoch=2, step=40),
+        SilentRank(rank=2, host="", quiet_sec=None, epoch=None, step=None),
+    ),
+)
+HEARTBEATS = [
+    Heartbeat(rank=0, host="n1", pid=101, t=NOW - 730.0, epoch=2, step=41, phase="train"),
+    Heartbeat(rank=3, host="n2", pid=202, t=NOW - 725.0, epoch=2, step=40, phase="train"),
+]
+
+
+def diagnosed_runs() -> list[RunView]:
+    """:func:`sample_runs` with the states issue 12 adds: the running run stalled, the
+    failed one diagnosed (the pending one already has a reason). As in the real read
+    model, the table's stall names no ranks: Run detail's (``FakeCluster(stall=)``) does."""
+    runs = sample_runs()
+    for index, run in enumerate(runs):
+        if run.state is JobState.RUNNING:
+            runs[index] = replace(run, stall=replace(STALL, silent_ranks=()))
+        elif run.state is JobState.FAILED:
+            runs[index] = replace(run, diagnosis=MISSING_TORCH)
+    return runs
+
+
 def sample_metrics(epochs: int = 3) -> list[dict[str, float | None]]:
     rows: list[dict[str, float | None]] = []
     for epoch in range(1, epochs + 1):
@@ -198,10 +251,20 @@ class FakeCluster:
         *,
         connection: str = "ok",
         error: str | None = None,
+        diagnosis: Diagnosis | None = None,
+        estimate: str = "",
+        err_lines: Sequence[str] = ("[W] gloo: using loopback",),
+        heartbeats: Sequence[Heartbeat] = (),
+        stall: Stall | None = None,
     ) -> None:
         self.runs = list(sample_runs() if runs is None else runs)
         self.connection = connection
         self.error = error
+        self.diagnosis = diagnosis  # what diagnose() answers for every run
+        self.estimate = estimate
+        self.err_lines = list(err_lines)
+        self.heartbeats = list(heartbeats)
+        self.stall = stall  # what follow() says of every run
         self.calls: list[tuple[str, Any]] = []
         self._followed: set[str] = set()
 
@@ -246,19 +309,21 @@ class FakeCluster:
 
     def follow(self, run_id: str) -> RunDetail:
         if run_id in self._followed:
-            return RunDetail(run_id, metrics=sample_metrics())
+            return RunDetail(run_id, metrics=sample_metrics(), stall=self.stall)
         self._followed.add(run_id)
         out = [f"epoch 1 step {i * 50}/400 loss {1.5 - i * 0.1:.3f}" for i in range(1, 9)]
         out += ["epoch 1 done: train_loss 1.5 val_acc 0.67", "\x1b[32mcheckpoint saved\x1b[0m"]
         return RunDetail(
             run_id,
             out_lines=out,
-            err_lines=["[W] gloo: using loopback"],
+            err_lines=list(self.err_lines),
             metrics=sample_metrics(),
             progress=Progress(
                 epoch=4, step=120, steps_per_epoch=400, loss=0.31, samples_per_sec=12000.0
             ),
             run_json={"hosts": ["n1", "n2"], "world_size": 4, "backend": "gloo"},
+            heartbeats=list(self.heartbeats),
+            stall=self.stall,
         )
 
     def submit(self, plan: SubmitPlan) -> RunView:
@@ -300,6 +365,14 @@ class FakeCluster:
             Check("backend", True, "gloo"),
             Check("every epoch", None, "3 of 10 so far"),
         ]
+
+    def diagnose(self, run_id: str) -> Diagnosis | None:
+        self.calls.append(("diagnose", run_id))
+        return self.diagnosis
+
+    def estimated_start(self, run_id: str) -> str:
+        self.calls.append(("estimated_start", run_id))
+        return self.estimate
 
     def compare(self, group: str) -> pd.DataFrame:
         frame = pd.DataFrame(

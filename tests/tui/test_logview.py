@@ -300,3 +300,33 @@ def test_max_lines_must_be_positive() -> None:
 def test_log_view_counts_absolute_line_numbers() -> None:
     view = LogView(max_lines=10)
     assert view.first_index == 0
+
+
+async def test_goto_line_shows_a_numbered_line_in_its_tab_and_checks_its_text() -> None:
+    app = LogHost(max_lines=50)
+    async with app.run_test(size=(100, 20)) as pilot:
+        pane = _pane(app)
+        pane.append("out", [f"out {i}" for i in range(1, 101)])
+        for start in range(1, 201, 25):  # flushed as they come: the view counts every line
+            pane.append("err", [f"line {i}" for i in range(start, start + 25)])
+            pane.flush()
+        await _settle(pilot, pane)
+        err = pane.view("err")
+        assert err.first_index == 150  # the cap kept lines 151..200
+        # By number, where the pane's line there holds the text (or no text is given).
+        assert pane.find_line("err", 160, "line 160") == 159
+        assert pane.find_line("err", 170) == 169
+        # A number that does not hold the text is not trusted: the newest match wins.
+        assert pane.find_line("err", 3, "line 19") == 198  # "line 199" holds "line 19"
+        assert pane.find_line("err", None, "\x1b[31mline 155\x1b[0m") == 154
+        assert pane.find_line("err", 10, "line 10") is None  # dropped by the cap
+        assert pane.find_line("err", 999) is None
+        assert pane.goto_line("err", 160, "line 160")
+        await pilot.pause()
+        assert pane.query_one(TabbedContent).active == "err"
+        assert err.match_line == 159 and not err.following
+        top = err.first_index + err.scroll_offset.y
+        assert top <= 159 < top + err.scrollable_content_region.height  # on screen
+        assert not pane.goto_line("out", None, "not in the log")
+        await pilot.pause()
+        assert pane.query_one(TabbedContent).active == "out"

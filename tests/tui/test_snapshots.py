@@ -14,7 +14,14 @@ from textual.widgets import Input
 
 from ddp_tui.remote.states import JobState
 from tests.tui.conftest import SIZE, fake_app, settle, wait_until
-from tests.tui.fakes import FakeCluster, sample_runs
+from tests.tui.fakes import (
+    HEARTBEATS,
+    MISSING_TORCH_ERR,
+    STALL,
+    FakeCluster,
+    diagnosed_runs,
+    sample_runs,
+)
 
 
 def steady(run_before: Any) -> Any:
@@ -199,6 +206,57 @@ def test_detail_of_a_failed_run(snap_compare: Any) -> None:
         await _open_detail(pilot)
 
     fake = FakeCluster(runs=[replace(r, progress=None) for r in runs])
+    assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=steady(run_before))
+
+
+def test_jobs_with_reasons(snap_compare: Any) -> None:
+    # Pending in words, a stalled run marked (and counted in the header), a diagnosed failure.
+    fake = FakeCluster(runs=diagnosed_runs())
+    assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=steady(settle))
+
+
+def _first(state: JobState, runs: list[Any]) -> list[Any]:
+    """``runs`` with the first run in ``state`` moved to the top (Jobs opens the top row)."""
+    first = next(r for r in runs if r.state is state)
+    return [first] + [r for r in runs if r is not first]
+
+
+def test_detail_with_a_diagnosis(snap_compare: Any) -> None:
+    runs = [replace(r, progress=None) for r in _first(JobState.FAILED, diagnosed_runs())]
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        from ddp_tui.tui.logview import LogPane
+
+        await _open_detail(pilot)
+        pane = pilot.app.screen.query_one(LogPane)
+        await wait_until(pilot, lambda: len(pane.view("err").lines) == 5, "the .err lines")
+        await pilot.press("g")  # the evidence line, highlighted in the .err tab
+        await pilot.pause(0.2)
+
+    fake = FakeCluster(runs=runs, err_lines=MISSING_TORCH_ERR)
+    assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=steady(run_before))
+
+
+def test_detail_of_a_stalled_run(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await _open_detail(pilot)
+        await wait_until(pilot, lambda: bool(pilot.app.screen.panel.heartbeats), "heartbeats")
+
+    fake = FakeCluster(
+        runs=_first(JobState.RUNNING, diagnosed_runs()), heartbeats=HEARTBEATS, stall=STALL
+    )
+    assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=steady(run_before))
+
+
+def test_detail_of_a_pending_run_with_its_estimated_start(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await _open_detail(pilot)
+        await pilot.press("t")
+        await wait_until(pilot, lambda: pilot.app.screen.panel.estimate is not None, "the estimate")
+
+    fake = FakeCluster(
+        runs=_first(JobState.PENDING, diagnosed_runs()), estimate="2023-11-15T01:00:00"
+    )
     assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=steady(run_before))
 
 

@@ -131,7 +131,9 @@ def cluster(tmp_path: Path, sched: FakeScheduler) -> Iterator[Cluster]:
     ex = LocalExecutor()
     store = RunStore(ex, str(tmp_path / "runs"), code_source=code)
     # No grace: a job unknown to one complete poll is LOST at once.
-    c = Cluster(ex, sched, store, profile=Profile(), location="fake", lost_grace_sec=0.0)
+    # The fake scheduler starts no job: its python is never run, so it is not checked.
+    profile = Profile(check_python=False)
+    c = Cluster(ex, sched, store, profile=profile, location="fake", lost_grace_sec=0.0)
     yield c
     c.close()
 

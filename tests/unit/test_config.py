@@ -142,6 +142,20 @@ def test_default_spec_takes_the_profile_defaults(cfg: Path) -> None:
         ('default = "nope"\n[profiles.a]\n', 1, "default", "have: a, local"),
         ("colour = 'red'\n", 1, "colour", "unknown top-level key"),
         ("[profiles.'bad name']\n", 1, "profiles.bad name", "profile names"),
+        (
+            "[profiles.a]\nstall_after_min = -1\n",
+            2,
+            "profiles.a.stall_after_min",
+            "at least 0",
+        ),
+        (
+            "[profiles.a]\nstall_after_min = '10m'\n",
+            2,
+            "profiles.a.stall_after_min",
+            "number of minutes",
+        ),
+        ("[profiles.a]\nstall_after_min = nan\n", 2, "profiles.a.stall_after_min", "minutes"),
+        ("[profiles.a]\ncancel_stalled = 1\n", 2, "profiles.a.cancel_stalled", "true or false"),
     ],
 )
 def test_errors_name_file_line_key_and_what_is_allowed(
@@ -175,3 +189,20 @@ def test_unreadable_and_non_utf8_files_are_config_errors(cfg: Path) -> None:
 def test_every_profile_setting_is_readable_from_toml() -> None:
     names = {f.name for f in dataclasses.fields(Profile)} - {"name"}
     assert set(config._FIELDS) == names
+
+
+def test_the_stall_rule_is_on_after_10_minutes_and_never_cancels_by_default(cfg: Path) -> None:
+    profile = get_profile()
+    assert (profile.stall_after_min, profile.stall_after_sec) == (10.0, 600.0)
+    assert profile.cancel_stalled is False
+
+
+def test_the_stall_settings_are_read(cfg: Path) -> None:
+    cfg.write_text(
+        "[profiles.a]\nstall_after_min = 2.5\ncancel_stalled = true\n"
+        "[profiles.off]\nstall_after_min = 0\n"
+    )
+    a = get_profile("a")
+    assert (a.stall_after_min, a.stall_after_sec, a.cancel_stalled) == (2.5, 150.0, True)
+    off = get_profile("off")
+    assert (off.stall_after_min, off.stall_after_sec, off.cancel_stalled) == (0.0, 0.0, False)

@@ -8,7 +8,7 @@ learns once, so that no instance polls that attempt again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ddp_tui.remote.executor import ExecutorError
@@ -87,7 +87,11 @@ class AttemptStates:
                 return None
         return self._identity
 
-    def record_ends(self, infos: Sequence[RunInfo]) -> str | None:
+    def record_ends(
+        self,
+        infos: Sequence[RunInfo],
+        extra: Callable[[RunInfo], Mapping[str, Any]] | None = None,
+    ) -> str | None:
         """Append the end of every latest attempt that just ended to its jobs.jsonl, once.
 
         From then on no instance polls that attempt again. A LOST verdict is written only
@@ -110,7 +114,10 @@ class AttemptStates:
             if lost and scope is None:
                 continue
             try:
-                self.store.append_job(info.ref, end_record(status, scope=scope))
+                line = end_record(status, scope=scope)
+                if extra is not None:
+                    line.update(extra(info))
+                self.store.append_job(info.ref, line)
             except (ExecutorError, OSError) as exc:
                 return f"could not record the end of job {job_id} in {info.run_id}: {exc}"
             self._recorded.add(job_id)

@@ -14,8 +14,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ddp_tui.diagnosis import Diagnosis
+from ddp_tui.diagnosis.stall import stall_of
 from ddp_tui.remote.attempt_states import AttemptStates
 from ddp_tui.remote.connect import connect
+from ddp_tui.remote.diagnosing import (
+    STALL_FILE,
+    DiagnosisReads,
+    diagnose,
+    heartbeat_reads,
+    heartbeats_of,
+    stall_note,
+)
 from ddp_tui.remote.executor import Batch, Executor, ExecutorError, ReadResult
 from ddp_tui.remote.followers import Follower, FollowPass
 from ddp_tui.remote.history import LOST_GRACE_SEC
@@ -29,9 +39,13 @@ from ddp_tui.remote.plan import (
     spec_errors,
     sweep_specs,
 )
-from ddp_tui.remote.run_table import RunTable
+from ddp_tui.remote.prequeue import prequeue_errors
+from ddp_tui.remote.run_table import DIAGNOSES_PER_REFRESH, RunTable
 from ddp_tui.remote.runs import (
+    CHECKPOINT_FILE,
+    CHECKPOINTS_DIR,
     PREFLIGHT_FILE,
+    SACCT_FILE,
     RunExists,
     RunInfo,
     RunRef,
@@ -48,6 +62,7 @@ from ddp_tui.remote.scheduler import (
 )
 from ddp_tui.remote.scripts import current_snapshot, prepare_script
 from ddp_tui.remote.snapshot import SnapshotError
+from ddp_tui.remote.states import JobState
 from ddp_tui.remote.submission import RECOVER_SUBMIT_SEC, submit_attempt
 from ddp_tui.remote.verification import RunFiles, verify_run
 from ddp_tui.remote.view_building import (
@@ -62,10 +77,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ddp_tui.config import Profile
-
-SACCT_FILE = "sacct.txt"
-CHECKPOINTS_DIR = "checkpoints"
-CHECKPOINT_FILE = f"{CHECKPOINTS_DIR}/latest.pt"
 
 
 class Cluster:
@@ -98,7 +109,10 @@ class Cluster:
         #: New run directories read per refresh (None: all). The app sets it so that its
         #: first table does not wait for thousands of finished runs to be read.
         self.listing_batch = listing_batch
-        self.table = RunTable(self.states)
+        self.table = RunTable(self.states, stall_after_sec=profile.stall_after_min * 60)
+        if listing_batch:
+            self.table.diagnoses_per_refresh = DIAGNOSES_PER_REFRESH
+        self._stall_cancelled: set[str] = set()  # job ids cancelled here for a stall
         self._followers: dict[str, Follower] = {}
         self._connection = "ok"
         self._infos: list[RunInfo] = []
@@ -192,6 +206,12 @@ class Cluster:
                     f"cluster: sinfo did not answer ({' '.join(str(exc).split())})"
                 )
         errors = spec_errors(spec, self.scheduler.name, parts)
+        # The job's python and data root, on the cluster (not when sinfo failed: then this
+        # may be a preview of a Slurm script where there is no Slurm).
+        if parts is not None:
+            errors += prequeue_errors(
+                self.executor, spec, self.profile, where=self.location, kind=kind, known=errors
+            )
         snapshot = None
         # A user's script is found (and its project snapshotted) once its own fields are
         # right; the trainer's preflight of the same shape needs neither.
@@ -342,8 +362,10 @@ class Cluster:
             error = exc.message
         self._infos = infos
         error = self._read_just_ended(infos) or error
-        error = states.record_ends(infos) or error
+        error = states.record_ends(infos, self.table.end_extra) or error
         self._views = tuple(self.table.view(info) for info in reversed(infos))
+        if self.profile.cancel_stalled:
+            error = self._cancel_stalled(self._views) or error
         detail = None
         if fpass is not None:
             try:
@@ -371,6 +393,22 @@ class Cluster:
             return str(exc)
         for reader, res in zip(readers, result.reads, strict=True):
             reader.read_new(res)
+        return None
+
+    def _cancel_stalled(self, views: Sequence[RunView]) -> str | None:
+        """Cancel each stalled job once, leaving a note that says why (the profile's
+        ``cancel_stalled``; off by default: a slow epoch is not a hang)."""
+        for v in views:
+            job_id = v.job_id
+            if v.stall is None or job_id is None or job_id in self._stall_cancelled:
+                continue
+            self._stall_cancelled.add(job_id)
+            try:
+                ref = RunRef(v.run_id, v.run_dir)
+                self.executor.write_atomic(ref.file(STALL_FILE), stall_note(job_id, v.stall))
+                self.scheduler.cancel(job_id)
+            except (ExecutorError, SchedulerError) as exc:
+                return f"could not cancel stalled job {job_id}: {exc}"
         return None
 
     def _view_of(self, run_id: str) -> RunView:
@@ -415,7 +453,13 @@ class Cluster:
         if f is None or fresh:
             f = self._followers[run_id] = Follower(info.ref, job_id)
         detail = RunDetail(run_id, out_reset=fresh, err_reset=fresh)
-        return FollowPass(info.ref, f, detail, (f.out.generation, f.err.generation))
+        fpass = FollowPass(info.ref, f, detail, (f.out.generation, f.err.generation))
+        status = self.states.status_of(info)
+        if status is not None and status.state is JobState.RUNNING and info.kind == "train":
+            spec = self.table.spec_of(info)
+            if spec.entry != "script":  # a user's script writes no heartbeats
+                fpass.heartbeat_reads = heartbeat_reads(info.ref, spec.world_size)
+        return fpass
 
     def _follow_finish(self, fpass: FollowPass, reads: Sequence[ReadResult]) -> RunDetail:
         f, detail = fpass.follower, fpass.detail
@@ -430,6 +474,17 @@ class Cluster:
         detail.err_reset = detail.err_reset or f.err.generation != fpass.gens[1]
         detail.metrics = list(f.metrics.rows)
         detail.progress = progress_of(f.progress.latest)
+        detail.heartbeats = heartbeats_of(fpass.heartbeats)
+        view = next((v for v in self._views if v.run_id == detail.run_id), None)
+        if view is not None and view.stall is not None:
+            # The table's verdict, with the ranks named from the heartbeats just read.
+            detail.stall = stall_of(
+                now=time.time(),
+                activity=[view.stall.last_activity],
+                after_sec=self.table.stall_after_sec,
+                heartbeats=detail.heartbeats,
+                world_size=view.spec.world_size,
+            )
         job_id = f.job_id
         final = self.states.end_of(self._info(detail.run_id))
         if final is not None and final.job_id == job_id and job_id:
@@ -455,6 +510,34 @@ class Cluster:
             if info.run_id == run_id:
                 return info
         raise KeyError(f"no run {run_id!r} under {self.store.root}")
+
+    # -- diagnosis ----------------------------------------------------------------------
+
+    def diagnose(self, run_id: str) -> Diagnosis | None:
+        """Why the run's latest attempt ended as it did, from its logs' tails read now.
+
+        None while it may still run, and where no rule recognises what it left (never a
+        guess). One batch: the tails, run.json and the checkpoint's stat.
+        """
+        info = self._info(run_id)
+        status = self.states.end_of(info)
+        job_id = latest_job_id(info)
+        if status is None and job_id:
+            status = self.scheduler.poll([job_id]).get(job_id)
+        if status is None or not status.state.is_terminal or info.kind != "train":
+            return None
+        reads = DiagnosisReads(info.ref, status.job_id)
+        readers = reads.readers()
+        result = self.executor.run_batch(Batch(reads=[r.request() for r in readers]))
+        for reader, res in zip(readers, result.reads, strict=True):
+            reader.read_new(res)
+        return diagnose(self.table.spec_of(info), status, reads)
+
+    def estimated_start(self, run_id: str) -> str:
+        """When the scheduler expects the pending job to start, in its words ("" when it
+        does not say). Asked only on demand: Slurm runs a backfill simulation for it."""
+        job_id = latest_job_id(self._info(run_id))
+        return self.scheduler.estimated_start(job_id) if job_id else ""
 
     # -- control ------------------------------------------------------------------------
 

@@ -88,7 +88,11 @@ class FileStat:
 
 @dataclass(frozen=True)
 class FileRead:
-    """A request for the bytes of ``path`` from ``offset`` (at most ``max_bytes``)."""
+    """A request for the bytes of ``path`` from ``offset`` (at most ``max_bytes``).
+
+    A negative ``offset`` asks for the file's last ``-offset`` bytes: a tail in one round
+    trip, without knowing the size first (a diagnosis reads only the ends of logs).
+    """
 
     path: str
     offset: int = 0
@@ -194,12 +198,13 @@ class Executor(ABC):
         reads: list[ReadResult] = []
         for req in batch.reads:
             st = self.stat(req.path)
-            if st is None or st.is_dir or req.offset >= st.size:
+            offset = req.offset if st is None or req.offset >= 0 else max(0, st.size + req.offset)
+            if st is None or st.is_dir or offset >= st.size or req.max_bytes == 0:
                 # Nothing new: a stat is far cheaper than an open (refresh polls many files).
                 reads.append(ReadResult(req, b"", st))
                 continue
             try:
-                data = self.read_range(req.path, req.offset, req.max_bytes)
+                data = self.read_range(req.path, offset, req.max_bytes)
             except FileNotFoundError:
                 reads.append(ReadResult(req, b"", None))
                 continue

@@ -106,18 +106,28 @@ class FollowPass:
         f = follower
         self.pending: list[Feedable] = [f.out, f.err, f.metrics, f.progress]
         self._run_json = FileRead(ref.file(RUN_JSON))
+        #: Each rank's heartbeat file, read in the first round only (a stalled run's
+        #: silent ranks; set by the facade for running trainer runs).
+        self.heartbeat_reads: list[FileRead] = []
+        self.heartbeats: list[ReadResult] = []
+        self._round = 0
 
     def requests(self) -> list[FileRead]:
-        return [r.request() for r in self.pending] + [self._run_json]
+        extra = self.heartbeat_reads if self._round == 0 else []
+        return [r.request() for r in self.pending] + [self._run_json, *extra]
 
     def feed(self, reads: Sequence[ReadResult]) -> None:
         f, d = self.follower, self.detail
-        for reader, res in zip(self.pending, reads, strict=False):
+        n = len(self.pending)
+        for reader, res in zip(self.pending, reads[:n], strict=False):
             new = reader.read_new(res)
             if reader is f.out:
                 d.out_lines += new
             elif reader is f.err:
                 d.err_lines += new
-        if reads:
-            d.run_json = json_or_none(reads[-1]) or d.run_json
+        if len(reads) > n:
+            d.run_json = json_or_none(reads[n]) or d.run_json
+        if self._round == 0:
+            self.heartbeats = list(reads[n + 1 :])
+        self._round += 1
         self.pending = [r for r in (f.out, f.err, f.metrics, f.progress) if r.needs_reread]

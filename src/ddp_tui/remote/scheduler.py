@@ -93,6 +93,10 @@ class Scheduler(ABC):
     def partitions(self) -> list[PartitionInfo]:
         """The partitions the user can submit to."""
 
+    def estimated_start(self, job_id: str) -> str:
+        """When the scheduler expects a pending job to start, in words ("" if unknown)."""
+        return ""
+
     def jobs_in_dir(self, run_dir: str) -> list[str]:
         """Ids of jobs submitted from ``run_dir``, oldest first (to recover a lost answer)."""
         return []

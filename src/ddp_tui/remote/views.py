@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_tui.diagnosis import Diagnosis
+from ddp_tui.diagnosis.pending import pending_reason
+from ddp_tui.diagnosis.stall import Heartbeat, Stall
 from ddp_tui.preflight_report import PreflightSummary
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.verification import Check
@@ -67,6 +70,12 @@ class RunView:
     note: str = ""
     kind: str = "train"  # or "preflight"
     preflight: PreflightSummary | None = None  # preflight runs only
+    #: Why the latest attempt ended as it did (ended runs; None: not diagnosed, or no
+    #: rule recognised its logs).
+    diagnosis: Diagnosis | None = None
+    #: Set while a running job has produced no output, progress or heartbeat for the
+    #: profile's ``stall_after_min``.
+    stall: Stall | None = None
 
     @property
     def job_id(self) -> str | None:
@@ -76,6 +85,17 @@ class RunView:
     def state_label(self) -> str:
         """The state, marked "*" where :attr:`note` has something to say about it."""
         return self.state.value + (" *" if self.note else "")
+
+    @property
+    def reason_label(self) -> str:
+        """The Jobs table's reason: why it waits, that it stalled, or why it ended."""
+        if self.state is JobState.PENDING:
+            return pending_reason(self.reason) if self.reason else ""
+        if self.stall is not None:
+            return f"stalled {round(self.stall.quiet_sec / 60)} min"
+        if self.diagnosis is not None and self.diagnosis.severity != "ok":
+            return self.diagnosis.short
+        return ""
 
     @property
     def epoch_label(self) -> str:
@@ -99,6 +119,11 @@ class Snapshot:
     detail: RunDetail | None = None  # the followed run's news, when refresh(follow=...)
     unread: int = 0  # older runs not read yet: refresh again soon to see them
 
+    @property
+    def stalled(self) -> int:
+        """How many running jobs have stalled (the header shows the count)."""
+        return sum(1 for r in self.runs if r.stall is not None)
+
 
 @dataclass
 class RunDetail:
@@ -113,3 +138,8 @@ class RunDetail:
     progress: Progress | None = None
     run_json: dict[str, Any] | None = None
     accounting: str | None = None
+    #: The followed run's ranks' latest heartbeats (trainer runs), newest read.
+    heartbeats: list[Heartbeat] = field(default_factory=list)
+    #: The run's stall (while it is stalled), with the silent ranks named from
+    #: :attr:`heartbeats`.
+    stall: Stall | None = None

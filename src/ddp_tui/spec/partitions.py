@@ -19,3 +19,5 @@ class PartitionInfo:
     max_nodes: int | None
     is_default: bool = False
     states: tuple[str, ...] = field(default_factory=tuple)
+    #: Nodes free for a new job right now, as the scheduler last said (None: unknown).
+    idle_nodes: int | None = None

@@ -1,4 +1,7 @@
-"""``run.json``: who ran, where, with what; rank 0 writes it at start and updates it."""
+"""``run.json``: who ran, where, with what; rank 0 writes it at start and updates it.
+
+Also re-exports the per-rank :class:`Heartbeater` (``heartbeats/rank-N.json``), which every
+rank writes from the training loop."""
 
 from __future__ import annotations
 
@@ -7,11 +10,19 @@ import hashlib
 
 import torch
 
+from ddp_tui.jobfiles import Heartbeater, utc_now, write_json_atomic
+
 # The record itself is written the same way for a user's script (ddp_tui.scriptrun).
 from ddp_tui.jobfiles import RunRecord as RunInfo
-from ddp_tui.jobfiles import utc_now, write_json_atomic
 
-__all__ = ["RunInfo", "state_dict_sha256", "utc_now", "versions", "write_json_atomic"]
+__all__ = [
+    "Heartbeater",
+    "RunInfo",
+    "state_dict_sha256",
+    "utc_now",
+    "versions",
+    "write_json_atomic",
+]
 
 
 def versions() -> dict[str, str | None]:

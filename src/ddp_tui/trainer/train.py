@@ -50,7 +50,7 @@ from .metrics import (
 )
 from .models import build_model, check_model_name, has_conv, training_flops_per_sample
 from .optim import build_optimizer, build_scheduler, scaled_lr
-from .run_info import RunInfo, state_dict_sha256, utc_now, versions
+from .run_info import Heartbeater, RunInfo, state_dict_sha256, utc_now, versions
 from .signals import StopSignal, clear_requeue_request, signal_name, write_requeue_request
 from .timing import ComputeTimer
 
@@ -100,6 +100,10 @@ class Trainer:
         self.device = world.device
         self.run_dir = cfg.run_dir
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # Heartbeats count like progress.jsonl (1-based epoch, steps done in it); the first
+        # one comes before the data is built, so a rank that hangs there is still named.
+        self.heart = Heartbeater(self.run_dir, world.rank, world.host)
+        self.heart.beat(0, 0, "setup")
         if cfg.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.benchmark = not cfg.deterministic
@@ -281,6 +285,10 @@ class Trainer:
 
     def save_checkpoint(self, epochs_done: int, step: int, partial: EpochSums | None) -> None:
         """Collective: gathers every rank's RNG and partial sums; rank 0 writes the file."""
+        if step or not epochs_done:
+            self.heart.beat(epochs_done + 1, step, "checkpoint")
+        else:  # at an epoch's end
+            self.heart.beat(epochs_done, self.steps_per_epoch, "checkpoint")
         mine = {"rng": rng_state(self.device), "partial": asdict(partial) if partial else None}
         ranks = all_gather(self.world, mine)
         if not self.world.is_main:
@@ -379,6 +387,7 @@ class Trainer:
                     weights_sha256=hashes,
                 )  # fmt: skip
         barrier(self.world)
+        self.heart.beat(self.cfg.epochs, self.steps_per_epoch, "done", force=True)
         return EXIT_OK
 
     def _train_epoch(self, epoch: int, first_step: int) -> int | None:
@@ -453,6 +462,7 @@ class Trainer:
             micro_done += group
             step += 1
             self.global_step += 1
+            self.heart.beat(epoch + 1, step, "train")
             if cfg.progress_every and step % cfg.progress_every == 0 and self.progress is not None:
                 now = time.perf_counter()
                 total_loss = float(loss_acc.item())
@@ -485,6 +495,7 @@ class Trainer:
     def _end_epoch(self, epoch: int, sums: EpochSums) -> None:
         """Validate, reduce, write the metrics row, save the epoch checkpoint."""
         world, cfg = self.world, self.cfg
+        self.heart.beat(epoch + 1, self.steps_per_epoch, "eval")
         t_val = time.perf_counter()
         sync_buffers(world, self.module)
         val_sums = [0.0] * 5

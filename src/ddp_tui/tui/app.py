@@ -188,6 +188,7 @@ class DdpTuiApp(App[None]):
             connection=snapshot.connection,
             last_refresh=self.clock() if healthy else self.status.last_refresh,
             error=snapshot.error,
+            stalled=snapshot.stalled,
         )
 
     @on(RefreshFailed)
@@ -199,6 +200,7 @@ class DdpTuiApp(App[None]):
             connection="refresh failed",
             last_refresh=current.last_refresh,
             error=message.error,
+            stalled=current.stalled,  # the last refresh's count stands until the next
         )
 
     # -- the one worker-failure handler -------------------------------------------

@@ -1,5 +1,5 @@
 """The one-line header: where the app is connected, the scheduler version, the connection
-state and the age of the last refresh."""
+state, the age of the last refresh, and how many running jobs have stalled."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class Status:
     connection: str = "connecting"
     last_refresh: float | None = None  # time.time() of the last good refresh
     error: str | None = None
+    stalled: int = 0  # running jobs with no output, progress or heartbeat for a while
 
 
 class StatusHeader(Static):
@@ -73,6 +74,9 @@ class StatusHeader(Static):
             text.append("not refreshed yet", style="dim")
         else:
             text.append(f"refreshed {age(now - status.last_refresh)} ago", style="dim")
+        if status.stalled:
+            text.append("  │ ")
+            text.append(f"⚠ {status.stalled} stalled", style="bold yellow")
         if status.error:
             text.append("  │ ")
             text.append(status.error, style="red")

@@ -27,7 +27,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Log, Static, TabbedContent, TabPane
 
-from ddp_tui.tui.logtext import MAX_LINE_CHARS, clean_lines
+from ddp_tui.tui.logtext import MAX_LINE_CHARS, clean_line, clean_lines
 
 if TYPE_CHECKING:
     from ddp_tui.remote.views import RunDetail
@@ -427,6 +427,12 @@ class LogPane(Widget):
         else:
             before = [m for m in found if m < current]
             target = before[-1] if before else found[-1]
+        self._show(view, target)
+        self._search_note = f"match {found.index(target) + 1}/{len(found)} for {self._query!r}"
+        self._update_status()
+
+    def _show(self, view: LogView, target: int) -> None:
+        """Highlight the line at absolute index ``target`` and scroll it to mid-view."""
         view.match_line = target
         view.set_following(False)  # a jump must not be scrolled away by new lines
         local = target - view.first_index
@@ -436,5 +442,40 @@ class LogPane(Widget):
             immediate=True,
         )
         view.refresh()
-        self._search_note = f"match {found.index(target) + 1}/{len(found)} for {self._query!r}"
-        self._update_status()
+
+    # -- jump to a line ---------------------------------------------------------------
+
+    def find_line(self, stream: Stream, line: int | None, text: str = "") -> int | None:
+        """The absolute index of a log line named by its 1-based number and its text.
+
+        The number alone is not trusted: the pane starts near the end of a big log, so
+        line 57 of the file need not be the pane's 57th line. It counts where the pane's
+        line there holds ``text`` (or no text is given); otherwise the newest line holding
+        ``text`` wins, as a diagnosis quotes the log's tail. None: not in the pane (yet)."""
+        lines = self._views[stream].lines
+        first = self._views[stream].first_index
+        needle = clean_line(text).strip()
+        local = -1 if line is None else line - 1 - first
+        if 0 <= local < len(lines) and needle in lines[local]:
+            return first + local
+        if needle:
+            for local in range(len(lines) - 1, -1, -1):
+                if needle in lines[local]:
+                    return first + local
+        return None
+
+    def goto_line(self, stream: Stream, line: int | None, text: str = "") -> bool:
+        """Show ``stream``'s tab with the line (see :meth:`find_line`) highlighted in
+        mid-view and follow off. False where the line is not in the pane: the tab is
+        shown, nothing moves."""
+        self.flush()  # lines read but not drawn yet count too
+        self.query_one(TabbedContent).active = stream
+        view = self._views[stream]
+        view.focus()
+        target = self.find_line(stream, line, text)
+        if target is None:
+            return False
+        self._show(view, target)
+        # A tab shown just now has no height yet: centre again once it is laid out.
+        self.call_after_refresh(self._show, view, target)
+        return True

@@ -15,6 +15,7 @@ from textual.message import Message
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ddp_tui.diagnosis import Diagnosis
     from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.remote.plan import SubmitPlan
     from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
@@ -73,6 +74,22 @@ class ChecksReady(Message, bubble=False):
 
     run_id: str
     checks: list[Check]
+
+
+@dataclass
+class DiagnosisReady(Message, bubble=False):
+    """A fresh diagnosis of one run's latest attempt (None: no rule recognised it)."""
+
+    run_id: str
+    diagnosis: Diagnosis | None
+
+
+@dataclass
+class EstimateReady(Message, bubble=False):
+    """The scheduler's estimated start of one pending run ("": it does not know)."""
+
+    run_id: str
+    estimate: str
 
 
 @dataclass

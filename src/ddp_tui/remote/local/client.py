@@ -188,6 +188,9 @@ class LocalScheduler(Scheduler):
         return f"local:{socket.gethostname()}:{self.state_dir}"
 
     def partitions(self) -> list[PartitionInfo]:
+        # Its one node is idle when a new job would start at once: a slot is free after
+        # the jobs that run or wait already.
+        queued = sum(1 for j in self.store.all_jobs() if not j.job_state.is_terminal)
         return [
             PartitionInfo(
                 name="local",
@@ -198,6 +201,7 @@ class LocalScheduler(Scheduler):
                 max_nodes=1,
                 is_default=True,
                 states=("idle",),
+                idle_nodes=1 if queued < self.max_running else 0,
             )
         ]
 

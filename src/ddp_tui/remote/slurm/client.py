@@ -31,6 +31,7 @@ from ddp_tui.remote.slurm.commands import (
     sinfo_argv,
     slurm_ids,
     squeue_argv,
+    start_argv,
     version_argv,
 )
 from ddp_tui.remote.slurm.parsers import (
@@ -44,6 +45,7 @@ from ddp_tui.remote.slurm.parsers import (
     parse_show_job,
     parse_sinfo,
     parse_squeue,
+    parse_start,
     parse_version,
     partitions_from_nodes,
     poll_from_results,
@@ -173,6 +175,10 @@ class SlurmScheduler(Scheduler):
     def accounting(self, job_id: str) -> str:
         """sacct's table for the job, its steps and requeued attempts (for ``sacct.txt``)."""
         return self._check(accounting_argv(job_id), "sacct").stdout
+
+    def estimated_start(self, job_id: str) -> str:
+        res = self._check(start_argv(job_id), "squeue --start")
+        return parse_start(res.stdout)
 
     # ---- details
 

@@ -201,5 +201,18 @@ def requeue_argv(job_id: str) -> list[str]:
     return [*_env_prefix("scontrol"), "requeue", _check_job_id(job_id)]
 
 
+def start_argv(job_id: str) -> list[str]:
+    """squeue's estimated start of one pending job: ``--start`` makes the controller run
+    a backfill simulation, so it is asked for one job, on demand only."""
+    return [
+        *_env_prefix("squeue"),
+        "--start",
+        "--noheader",
+        "--jobs",
+        _check_job_id(job_id),
+        "--format=%S|%r",
+    ]
+
+
 def show_job_argv(job_id: str) -> list[str]:
     return [*_env_prefix("scontrol"), "--oneliner", "show", "job", _check_job_id(job_id)]

@@ -263,6 +263,13 @@ def parse_sinfo(text: str) -> list[NodeInfo]:
     return nodes
 
 
+def _is_idle(node: NodeInfo) -> bool:
+    """Whether a new job could start on ``node`` now: state ``idle`` with no flag (a
+    suffix such as ``*`` not responding, ``~`` powered off, ``#`` powering up, ``@``
+    reboot pending), in a partition that is up."""
+    return node.state.lower() == "idle" and node.available.lower() == "up"
+
+
 def partitions_from_nodes(nodes: Iterable[NodeInfo]) -> list[PartitionInfo]:
     """One :class:`PartitionInfo` per partition: the default first, then by name.
 
@@ -285,6 +292,7 @@ def partitions_from_nodes(nodes: Iterable[NodeInfo]) -> list[PartitionInfo]:
                 max_nodes=first.max_nodes,
                 is_default=first.is_default,
                 states=tuple(sorted({m.state for m in members})),
+                idle_nodes=len({m.name for m in members if _is_idle(m)}),
             )
         )
     return sorted(parts, key=lambda p: (not p.is_default, p.name))
@@ -306,6 +314,16 @@ def parse_version(text: str) -> str:
 
 
 _SHOW_KEY = re.compile(r"(?:^|\s)([A-Z][A-Za-z0-9_:/]*)=")
+
+
+def parse_start(text: str) -> str:
+    """``squeue --start --format=%S|%r`` in words: "2026-11-24T12:30:00 (Resources)", or ""
+    where Slurm has no estimate yet (N/A: the backfill scheduler has not reached it)."""
+    for line in text.splitlines():
+        start, _, reason = line.strip().partition("|")
+        if start and start not in ("N/A", "Unknown", "(null)"):
+            return f"{start} ({reason})" if reason and reason != "None" else start
+    return ""
 
 
 def parse_show_job(text: str) -> list[dict[str, str]]:

@@ -87,15 +87,20 @@ def build_request(
     for argv in commands:
         if not argv:
             raise ValueError("a batch command needs a non-empty argv")
-    for _path, offset, max_bytes in reads:
-        if offset < 0 or (max_bytes is not None and max_bytes < 0):
-            raise ValueError("read offsets and sizes must not be negative")
+    for _path, _offset, max_bytes in reads:
+        if max_bytes is not None and max_bytes < 0:
+            raise ValueError("read sizes must not be negative")
     # A Python literal (the helper eval()s it: json would cost an import); repr() escapes
     # newlines, so it stays one line, and sh reads it as a comment.
     request = (nonce, [[str(a) for a in argv] for argv in commands], [tuple(r) for r in reads])
     line = "#" + repr(request) + "\n"
     script = _sh_script(nonce, commands, reads) if with_script else ""
     return (line + script).encode("utf-8", "surrogateescape")
+
+
+def _tail_arg(offset: int) -> str:
+    """``tail -c`` for a read from ``offset``; a negative one is the last ``-offset`` bytes."""
+    return str(-offset) if offset < 0 else f"+{offset + 1}"
 
 
 def _sh_script(
@@ -128,7 +133,7 @@ def _sh_script(
             f"elif [ ! -r \"$f\" ]; then printf 'P\\n'; : >{b}; "
             f"elif s=$(stat -L -c '%s %.9Y %f %i' -- \"$f\" 2>/dev/null); then "
             f'printf \'S %s\\n\' "$s"; if [ -d "$f" ]; then : >{b}; '
-            f'else tail -c +{offset + 1} -- "$f" 2>/dev/null{limit} >{b}; fi; '
+            f'else tail -c {_tail_arg(offset)} -- "$f" 2>/dev/null{limit} >{b}; fi; '
             f"else printf 'M\\n'; : >{b}; fi"
         )
         blob += 1

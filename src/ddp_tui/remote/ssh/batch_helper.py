@@ -122,7 +122,7 @@ def answer(line: bytes) -> None:
         try:
             st = posix.fstat(fd)
             isdir = st.st_mode & 0o170000 == 0o040000
-            data = b"" if isdir else slurp(fd, off, mx)
+            data = b"" if isdir else slurp(fd, off if off >= 0 else max(0, st.st_size + off), mx)
         finally:
             posix.close(fd)
         sec, nsec = divmod(st.st_mtime_ns, 1000000000)

@@ -17,6 +17,12 @@ from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Select, Static, TextArea
 
 from ddp_tui.remote.plan import SubmitPlan, ValidationFailed
+from ddp_tui.remote.prequeue import (
+    PythonCheckCache,
+    PythonKey,
+    PythonRecord,
+    switch_python_check,
+)
 from ddp_tui.spec import ExperimentSpec, FieldError, check_form, convert_form, merge_errors
 from ddp_tui.tui.form import (
     CUSTOM,
@@ -35,6 +41,7 @@ from ddp_tui.tui.messages import (
     Submitted,
 )
 from ddp_tui.tui.modals import PathModal, SweepModal, SweepRequest
+from ddp_tui.tui.prequeue_notes import CheckedPreview, PythonCheckNote, partition_note
 from ddp_tui.tui.screens.base import BaseScreen
 
 if TYPE_CHECKING:
@@ -52,7 +59,16 @@ class ComposeScreen(BaseScreen):
         Binding("ctrl+t", "preflight", "Preflight"),
         Binding("ctrl+o", "save_script", "Save script"),
         Binding("escape", "back", "Back"),
+        # Shown beside the Python field when there is something to re-check.
+        Binding("ctrl+r", "recheck_python", "Re-check python", show=False),
     ]
+    DEFAULT_CSS = """
+    ComposeScreen #partition-info {
+        color: $text-muted;
+        padding-left: 20;
+        height: auto;
+    }
+    """
 
     def __init__(
         self,
@@ -84,6 +100,10 @@ class ComposeScreen(BaseScreen):
                             yield Label(field.label, classes="field-label")
                             yield from field_widgets(field, form[field.name], self.partitions)
                         yield Static("", id=f"e-{field.name}", classes="field-error")
+                        if field.name == "partition":
+                            yield Static("", id="partition-info")
+                        if field.name == "python":
+                            yield PythonCheckNote()
                 with Horizontal(id="actions"):
                     yield Button("Submit", variant="primary", id="submit")
                     yield Button("Sweep...", id="sweep")
@@ -99,6 +119,7 @@ class ComposeScreen(BaseScreen):
     def on_mount(self) -> None:
         self.query_one("#f-name", Input).focus()
         self.show_entry(self.initial.entry)
+        self.show_partition_info()
         self.schedule_preview(0.0)
 
     def show_entry(self, entry: str) -> None:
@@ -182,7 +203,38 @@ class ComposeScreen(BaseScreen):
                 self.query_one(f"#c-{name}", Input).display = event.value == CUSTOM
             if name == "entry":
                 self.show_entry(str(event.value))
+            if name == "partition":
+                self.show_partition_info()
+        if isinstance(event, Checkbox.Changed) and event.checkbox.id == "skip-python-check":
+            self._skip_python = event.value  # applied with the next plan, on the I/O owner
+            self.schedule_preview(0.0)
+            return
         self.schedule_preview()
+
+    def show_partition_info(self) -> None:
+        """Idle nodes and GPUs per node of the chosen partition (see :func:`partition_note`)."""
+        note = partition_note(self.partitions, self.form_values()["partition"])
+        label = self.query_one("#partition-info", Static)
+        label.update(Text(note))
+        label.display = bool(note)
+
+    # -- the Python check -----------------------------------------------------
+
+    #: A re-check asked for (ctrl+r), and a change of the skip box: both go with the next
+    #: plan, to the I/O owner (the check's cache is its business).
+    _recheck_python: bool = False
+    _skip_python: bool | None = None
+
+    def action_recheck_python(self) -> None:
+        self._recheck_python = True
+        self.schedule_preview(0.0)
+        self.notify("Checking the job's python again...", markup=False)
+
+    def _profile_name(self) -> str:
+        from ddp_tui.config import BUILTIN_PROFILE
+
+        profile = self.ddp_app.profile
+        return profile.name if profile is not None else BUILTIN_PROFILE
 
     #: The newest preview asked for, and the newest shown: an older answer is stale.
     _preview_seq: int = 0
@@ -224,13 +276,25 @@ class ComposeScreen(BaseScreen):
             self.post_message(PreviewReady(seq, None, errors, asked, note="not connected yet"))
             return
         spec, errors = convert_form(asked, self.initial)
+        recheck, skip = self._recheck_python, self._skip_python
+        self._recheck_python, self._skip_python = False, None
+        profile = self._profile_name()
 
-        def reply(plan: SubmitPlan) -> PreviewReady:
+        def plan(cluster: ClusterAPI) -> tuple[SubmitPlan, PythonRecord | None, str]:
+            key = PythonKey.of(profile, cluster.location, spec)
+            switch_python_check(key, recheck=recheck, skip=skip)
+            return cluster.plan(spec), PythonCheckCache().get(key), cluster.location
+
+        def reply(answer: tuple[SubmitPlan, PythonRecord | None, str]) -> PreviewReady:
+            plan, record, where = answer
             if not errors:
-                return PreviewReady(seq, plan, plan.errors, asked)
-            return PreviewReady(seq, None, merge_errors(errors, plan.errors), asked)
+                return CheckedPreview(seq, plan, plan.errors, asked, python=record, where=where)
+            merged = merge_errors(errors, plan.errors)
+            return CheckedPreview(seq, None, merged, asked, python=record, where=where)
 
-        self.ask("Preview", lambda cluster: cluster.plan(spec), reply, key="preview")
+        # A newer preview replaces a queued one, but not one that carries a switch.
+        switched = recheck or skip is not None
+        self.ask("Preview", plan, reply, key=None if switched else "preview")
 
     @on(PreviewReady)
     def _preview_ready(self, message: PreviewReady) -> None:
@@ -240,6 +304,7 @@ class ComposeScreen(BaseScreen):
         plan = message.plan
         self._plan, self._plan_form = (plan, message.form) if plan is not None else (None, None)
         self.show_errors(message.errors)
+        self.query_one(PythonCheckNote).show(message)
         if plan is not None and plan.warnings and plan.ok:
             summary = Text("Ready to submit (ctrl+s).", style="green")
             summary.append("".join(f"\n{w}" for w in plan.warnings), style="yellow")

@@ -4,7 +4,7 @@ verification checklist and accounting."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -17,125 +17,39 @@ from textual_plotext import PlotextPlot
 
 from ddp_tui.remote.states import JobState
 from ddp_tui.tui.cluster_io import FOLLOW_INTERVAL
-from ddp_tui.tui.formatting import duration, metric_label, number, rate, state_text
+from ddp_tui.tui.diagnosis_panel import (
+    LAST_LINES,
+    DiagnosisPanel,
+    PanelState,
+    evidence_stream,
+    panel_text,
+)
+from ddp_tui.tui.formatting import metric_label
 from ddp_tui.tui.header import StatusHeader
-from ddp_tui.tui.logview import LogPane
-from ddp_tui.tui.messages import ChecksReady, DetailReady, FollowFailed
+from ddp_tui.tui.logview import STREAMS, LogPane
+from ddp_tui.tui.messages import (
+    ChecksReady,
+    DetailReady,
+    DiagnosisReady,
+    EstimateReady,
+    FollowFailed,
+    RequestFailed,
+)
 from ddp_tui.tui.modals import checks_text
+from ddp_tui.tui.run_summary import METRIC_COLUMNS, metric_cell, progress_text, summary_text
 from ddp_tui.tui.screens.base import RUN_ACTION_BINDINGS, BaseScreen
-from ddp_tui.tui.screens.jobs import run_size
 
 if TYPE_CHECKING:
+    from ddp_tui.diagnosis import Evidence
     from ddp_tui.remote.views import Check, Progress, RunDetail, RunView, Snapshot
 
-#: metrics.csv column -> (table header, how to format)
-METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("epoch", "Epoch"),
-    ("train_loss", "Train loss"),
-    ("train_acc", "Train acc"),
-    ("val_loss", "Val loss"),
-    ("val_acc", "Val acc"),
-    ("val_mae", "Val MAE"),
-    ("val_rmse", "Val RMSE"),
-    ("lr", "LR"),
-    ("epoch_time_sec", "Epoch time"),
-    ("throughput_samples_per_sec", "Samples/s"),
-    ("gpu_mem_peak_mib", "Peak MiB"),
-    ("world_size", "World"),
-)
+__all__ = ["METRIC_COLUMNS", "DetailScreen", "metric_cell", "progress_text", "summary_text"]
 
 
-def metric_cell(column: str, value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if column in ("epoch", "world_size"):
-        return str(int(value))
-    if column == "epoch_time_sec":
-        # A small script's epochs can be sub-second: m:ss would show them all as 0:00.
-        return f"{value:.2f}s" if value < 10 else duration(value)
-    if column == "throughput_samples_per_sec":
-        return rate(value)
-    if column == "gpu_mem_peak_mib":
-        return f"{value:.0f}"
-    return number(value)
-
-
-def summary_text(run: RunView | None, run_json: Mapping[str, object] | None, run_id: str) -> Text:
-    """The summary block: state, attempts, hosts, world size, backend, rendezvous."""
-    text = Text()
-    if run is None:
-        text.append(f" {run_id}", style="bold")
-        text.append("  waiting for the run to appear in a refresh...", style="dim")
-        return text
-    text.append(f" {run.name}", style="bold")
-    text.append("  ")
-    text.append_text(state_text(run.state))
-    if run.reason:
-        text.append(f" ({run.reason})", style="dim")
-    text.append(f"  {run_size(run)}  elapsed {duration(run.elapsed_sec)}")
-    text.append(f"  {run.run_id}", style="dim")
-    text.append("\n attempts: ")
-    if run.attempts:
-        text.append(", ".join(f"#{a.attempt} job {a.job_id}" for a in run.attempts), style="cyan")
-    else:
-        text.append("none", style="dim")
-    if run.group:
-        text.append(f"   group {run.group}", style="dim")
-    spec = run.spec
-    if spec.entry == "script":
-        text.append("\n script: ")
-        text.append(f"{spec.script} {spec.script_args}".strip(), style="bold")
-        where = "in place" if spec.code_mode == "in-place" else f"snapshot of {spec.project_dir}"
-        text.append(f"   {where}, metrics {spec.metrics}", style="dim")
-    hosts: Sequence[str] = run.hosts
-    world = run.world_size
-    backend = run.backend
-    rendezvous = run.rendezvous
-    if run_json:
-        listed = run_json.get("hosts")
-        if not hosts and isinstance(listed, list):
-            hosts = [str(h) for h in listed]
-        world = world or _int_or_none(run_json.get("world_size"))
-        backend = backend or _str_or_none(run_json.get("backend"))
-        rendezvous = rendezvous or _str_or_none(run_json.get("rendezvous"))
-    if run.note:
-        text.append(f"\n {run.note}", style="bold yellow")
-    if run.preflight is not None:
-        text.append(f"\n {run.preflight.describe()}", style="bold")
-        hosts = hosts or run.preflight.hosts
-        world = world or run.preflight.world_size
-        backend = backend or run.preflight.backend
-    text.append("\n hosts: ")
-    text.append(", ".join(hosts) if hosts else "-", style="bold")
-    text.append(f"   world size: {world if world is not None else '-'}")
-    text.append(f"   backend: {backend or '-'}")
-    text.append(f"   rendezvous: {rendezvous or '-'}")
-    return text
-
-
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def progress_text(run: RunView | None, progress: Progress | None) -> Text:
-    if run is not None and run.preflight is not None:
-        return Text(f" {run.state.value.lower()}: {run.preflight.describe()}")
-    if run is not None and run.state.is_terminal:
-        # The bar keeps the last step reached; the label says the run is over.
-        return Text(f" ended {run.state.value}: {run.epochs_done}/{run.epochs_total} epochs")
-    if progress is None:
-        if run is not None and run.epochs_total:
-            return Text(f" epoch {run.epochs_done}/{run.epochs_total}")
-        return Text(" no progress yet", style="dim")
-    total = f"/{run.epochs_total}" if run is not None and run.epochs_total else ""
-    return Text(
-        f" epoch {progress.epoch}{total}  step {progress.step}/{progress.steps_per_epoch}"
-        f"  loss {number(progress.loss)}  {rate(progress.samples_per_sec)}"
-    )
+def _worth_diagnosing(run: RunView) -> bool:
+    """An ended training or script run that did not simply complete (a preflight's result
+    is its own diagnosis)."""
+    return run.kind != "preflight" and run.state is not JobState.COMPLETED
 
 
 class DetailScreen(BaseScreen):
@@ -148,6 +62,10 @@ class DetailScreen(BaseScreen):
         Binding("2", "tab('metrics')", "Metrics"),
         Binding("3", "tab('checks')", "Checks"),
         *RUN_ACTION_BINDINGS,
+        # Shown only where they apply (check_action): the panel names them too.
+        Binding("g", "evidence", "Evidence"),
+        Binding("t", "estimate", "Est. start"),
+        Binding("d", "diagnose", "Diagnose", show=False),
     ]
 
     def __init__(self, run_id: str, *, follow_interval: float = FOLLOW_INTERVAL) -> None:
@@ -162,10 +80,13 @@ class DetailScreen(BaseScreen):
         self.accounting: str | None = None
         self.follow_error: str | None = None
         self._verified_job: str | None = None  # the attempt whose end was verified
+        self.panel = PanelState()
+        self._keys_for: tuple[object, ...] = ()  # what check_action last answered for
 
     def compose(self) -> ComposeResult:
         yield StatusHeader("Run")
         yield Static("", id="summary")
+        yield DiagnosisPanel(id="diagnosis")
         with Horizontal(id="progress-row"):
             yield Static("", id="progress-label")
             yield ProgressBar(total=None, show_eta=False, id="progress")
@@ -228,6 +149,8 @@ class DetailScreen(BaseScreen):
             # Each attempt is verified once it has ended (a retry gets its own checklist).
             self._verified_job = run.job_id
             self.verify()
+            if run.diagnosis is None and _worth_diagnosing(run):
+                self.diagnose()  # the refresh has none (yet): read the tails now
 
     def verify(self) -> None:
         """Ask for the checklist; it lands in the Checks tab."""
@@ -256,6 +179,9 @@ class DetailScreen(BaseScreen):
             self.progress = detail.progress
         if detail.metrics and detail.metrics != self.metrics:
             self._show_metrics(detail.metrics)
+        if detail.heartbeats:
+            self.panel.heartbeats = list(detail.heartbeats)
+        self.panel.stall = detail.stall  # each read says whether it is (still) stalled
         if detail.accounting:
             self.accounting = detail.accounting
             self.query_one("#accounting", Static).update(Text(detail.accounting))
@@ -265,6 +191,85 @@ class DetailScreen(BaseScreen):
         self.checks = list(checks)
         self.query_one("#checks-list", Static).update(checks_text(self.checks))
 
+    # -- diagnosis, stall, pending reason ------------------------------------------
+
+    def diagnose(self) -> None:
+        """Diagnose the latest attempt from its logs' tails, read now."""
+        run_id, run = self.run_id, self.run
+        self.panel.diagnosed_job = run.job_id if run is not None else None
+        self.panel.diagnosis = None
+        self.panel.diagnosing = self.ask(
+            "Diagnose",
+            lambda cluster: cluster.diagnose(run_id),
+            lambda diagnosis: DiagnosisReady(run_id, diagnosis),
+            key=("diagnose", run_id),
+        )
+        self._draw_panel()
+
+    @on(DiagnosisReady)
+    def _diagnosis_ready(self, message: DiagnosisReady) -> None:
+        self.panel.diagnosis = message.diagnosis
+        self.panel.diagnosing = False
+        self.panel.evidence_index = 0
+        self._draw_panel()
+
+    @on(EstimateReady)
+    def _estimate_ready(self, message: EstimateReady) -> None:
+        self.panel.estimate = message.estimate
+        self.panel.asking = False
+        self._draw_panel()
+
+    @on(RequestFailed)
+    def _request_failed(self, message: RequestFailed) -> None:
+        # The app still shows the failure (the message bubbles on); the panel stops waiting.
+        if message.what in ("Diagnose", "Estimated start"):
+            self.panel.diagnosing = self.panel.asking = False
+            self._draw_panel()
+
+    def _last_lines(self) -> list[tuple[str, str]]:
+        pane = self.query_one(LogPane)
+        pane.flush()
+        return [
+            (f".{stream}", line)
+            for stream in STREAMS
+            for line in pane.view(stream).lines[-LAST_LINES:]
+            if line.strip()
+        ]
+
+    def _draw_panel(self) -> None:
+        run = self.run
+        stall = (self.panel.stall or run.stall) if run is not None else None
+        stalled = stall is not None and run is not None and not run.state.is_terminal
+        text = panel_text(
+            run,
+            self.panel,
+            last_lines=self._last_lines() if stalled else (),
+            now=self.ddp_app.clock(),
+        )
+        self.query_one(DiagnosisPanel).show_text(text)
+        keys = (run.state if run is not None else None, bool(self._evidence()))
+        if keys != self._keys_for:
+            self._keys_for = keys
+            self.refresh_bindings()
+
+    def _evidence(self) -> list[Evidence]:
+        """The evidence lines of the shown diagnosis that are in a log tab."""
+        run = self.run
+        if run is None or not run.state.is_terminal:
+            return []
+        diagnosis = self.panel.diagnosis_of(run)
+        return [e for e in diagnosis.evidence if evidence_stream(e)] if diagnosis else []
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        run = self.run
+        if action == "evidence":
+            return bool(self._evidence())
+        if action == "estimate":
+            return run is not None and run.state is JobState.PENDING
+        if action == "diagnose":
+            return run is not None and run.state.is_terminal
+        return True
+
     # -- drawing ------------------------------------------------------------------
 
     def _draw_summary(self) -> None:
@@ -272,6 +277,7 @@ class DetailScreen(BaseScreen):
         if self.follow_error:
             summary.append(f"\n following failed: {self.follow_error}", style="red")
         self.query_one("#summary", Static).update(summary)
+        self._draw_panel()
         self.query_one("#progress-label", Static).update(progress_text(self.run, self.progress))
         bar = self.query_one("#progress", ProgressBar)
         progress = self.progress
@@ -363,3 +369,33 @@ class DetailScreen(BaseScreen):
     def action_verify(self) -> None:
         self.action_tab("checks")
         self.verify()
+
+    def action_evidence(self) -> None:
+        """Show the next evidence line in its log (the first again after the last)."""
+        found = self._evidence()
+        if not found:
+            return
+        evidence = found[self.panel.evidence_index % len(found)]
+        self.panel.evidence_index += 1
+        stream = evidence_stream(evidence)
+        assert stream is not None
+        self.action_tab("logs")
+        if not self.query_one(LogPane).goto_line(stream, evidence.line, evidence.text):
+            self.notify(
+                f"{evidence.label} is not in the log pane (yet)", severity="warning", markup=False
+            )
+
+    def action_estimate(self) -> None:
+        """Ask the scheduler when the pending run should start (one squeue --start, on
+        demand only: it runs the controller's backfill simulation)."""
+        run_id = self.run_id
+        self.panel.asking = self.ask(
+            "Estimated start",
+            lambda cluster: cluster.estimated_start(run_id),
+            lambda estimate: EstimateReady(run_id, estimate),
+            key=("estimate", run_id),
+        )
+        self._draw_panel()
+
+    def action_diagnose(self) -> None:
+        self.diagnose()

@@ -1,0 +1,68 @@
+"""``classify(facts)``: the first rule that recognises the run, in a fixed order.
+
+The order goes from the most specific to the most general:
+
+1. the scheduler's own verdicts (completed, time limit, preemption, node failure, host out
+   of memory, cancel, lost), which no log line can overrule, except that a cancel whose log
+   says "DUE TO TIME LIMIT" is the time limit;
+2. a job that never got going (no such Python, a missing module, a refused argument or
+   dataset);
+3. the causes a rank dies of (out of memory, rendezvous and network failures, NCCL);
+4. what most failures end with (a signal, a Python traceback), last.
+
+A log that no rule recognises gives None: "no diagnosis" is better than a wrong one.
+"""
+
+from __future__ import annotations
+
+from ddp_tui.diagnosis import rules_crash, rules_memory, rules_network, rules_setup, rules_state
+from ddp_tui.diagnosis.logscan import Scan
+from ddp_tui.diagnosis.model import Diagnosis, RunFacts
+from ddp_tui.diagnosis.rules_base import ACTIVE_STATES, Rule, state_of
+
+RULES: tuple[Rule, ...] = (
+    rules_state.completed,
+    rules_state.time_limit,
+    rules_state.preempted,
+    rules_state.node_fail,
+    rules_memory.host_oom_state,
+    rules_state.cancelled,
+    rules_state.lost,
+    rules_setup.missing_python,
+    rules_setup.missing_module,
+    rules_setup.trainer_usage,
+    rules_memory.cuda_oom,
+    rules_memory.host_oom,
+    rules_network.address_in_use,
+    rules_network.rendezvous,
+    rules_network.connection_refused,
+    rules_network.nccl_timeout,
+    rules_network.nccl_error,
+    rules_crash.signal_in_log,
+    rules_crash.python_exception,
+    rules_crash.signal_from_exit,
+)
+
+
+def classify_strict(facts: RunFacts) -> Diagnosis | None:
+    """:func:`classify` without its safety net: a rule's bug raises (for the tests)."""
+    scan = Scan(facts)
+    if not state_of(scan) or state_of(scan) in ACTIVE_STATES:
+        return None
+    for rule in RULES:
+        found = rule(scan)
+        if found is not None:
+            return found
+    return None
+
+
+def classify(facts: RunFacts) -> Diagnosis | None:
+    """Why the run ended as it did, with evidence, or None when nothing is recognised.
+
+    Never raises: a diagnosis is advice shown beside the state, and a rule that trips over
+    a strange log must not break the Jobs refresh or ``ddp-tui why``.
+    """
+    try:
+        return classify_strict(facts)
+    except Exception:  # the safety net described above; the tests call classify_strict
+        return None

@@ -1,0 +1,216 @@
+"""What the facade reads to diagnose a run and to notice a stall, batched like every read.
+
+The rules themselves are pure (:mod:`ddp_tui.diagnosis`); this module only says which
+files they need, as :class:`~ddp_tui.remote.executor.FileRead` requests that join the
+refresh's one batch, and turns the answers into :class:`~ddp_tui.diagnosis.RunFacts`:
+
+- an ended attempt: the last :data:`~ddp_tui.diagnosis.TAIL_BYTES` of its ``.out`` and
+  ``.err``, ``run.json``, whether ``checkpoints/latest.pt`` exists, and the note ddp-tui
+  leaves when it cancels a stalled job itself (:data:`STALL_FILE`);
+- a running attempt: only the sizes and times of its logs, ``progress.jsonl`` and the
+  ``heartbeats/`` directory (whose time moves with every rank's beat), never their bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ddp_tui.diagnosis import TAIL_BYTES, Diagnosis, Evidence, LogTail, RunFacts, classify
+from ddp_tui.diagnosis.stall import Heartbeat, Stall, stall_of
+from ddp_tui.jobfiles import HEARTBEAT_DIR
+from ddp_tui.remote.executor import FileRead, FileStat, ReadResult
+from ddp_tui.remote.followers import Feedable, JsonFileReader
+from ddp_tui.remote.runs import CHECKPOINT_FILE, PROGRESS_FILE, RUN_JSON, RunRef
+from ddp_tui.remote.scheduler import JobStatus
+from ddp_tui.remote.states import JobState
+from ddp_tui.spec import ExperimentSpec
+
+#: Written by ddp-tui before it cancels a stalled job (profile ``cancel_stalled``), so
+#: that the cancel is told apart from the user's own.
+STALL_FILE = "stall.json"
+
+
+def log_names(job_id: str) -> tuple[str, str]:
+    """The ``.out`` and ``.err`` of one attempt, as named in the run directory."""
+    return f"slurm-{job_id}.out", f"slurm-{job_id}.err"
+
+
+class StatRead:
+    """A file's size and time, without its bytes."""
+
+    needs_reread = False
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.stat: FileStat | None = None
+        self.done = False
+
+    def request(self) -> FileRead:
+        return FileRead(self.path, max_bytes=0)
+
+    def read_new(self, result: ReadResult) -> None:
+        self.stat = result.stat
+        self.done = True
+
+
+class TailRead:
+    """The last :data:`TAIL_BYTES` of a log."""
+
+    needs_reread = False
+
+    def __init__(self, path: str, name: str) -> None:
+        self.path = path
+        self.name = name
+        self.tail: LogTail | None = None
+        self.bytes_read = 0
+        self.done = False
+
+    def request(self) -> FileRead:
+        return FileRead(self.path, offset=-TAIL_BYTES)
+
+    def read_new(self, result: ReadResult) -> None:
+        self.done = True
+        self.bytes_read = len(result.data)
+        if result.stat is not None:
+            whole = result.stat.size <= TAIL_BYTES
+            self.tail = LogTail.of(self.name, result.data, whole=whole)
+
+
+class DiagnosisReads:
+    """What diagnosing one ended attempt reads, in one batch."""
+
+    def __init__(self, ref: RunRef, job_id: str) -> None:
+        self.job_id = job_id
+        out, err = log_names(job_id)
+        self.out = TailRead(ref.file(out), out)
+        self.err = TailRead(ref.file(err), err)
+        self.run_json = JsonFileReader(ref.file(RUN_JSON))
+        self.checkpoint = StatRead(ref.file(CHECKPOINT_FILE))
+        self.stall_note = JsonFileReader(ref.file(STALL_FILE))
+
+    def readers(self) -> list[Feedable]:
+        return [self.out, self.err, self.run_json, self.checkpoint, self.stall_note]
+
+    @property
+    def done(self) -> bool:
+        return self.out.done and self.err.done and self.checkpoint.done
+
+    @property
+    def bytes_read(self) -> int:
+        return self.out.bytes_read + self.err.bytes_read
+
+
+def facts_of(spec: ExperimentSpec, status: JobStatus, reads: DiagnosisReads) -> RunFacts:
+    """The classifier's input for one ended attempt."""
+    rj = reads.run_json.data or {}
+    hosts = rj.get("hosts")
+    script = spec.entry == "script"
+    return RunFacts(
+        state=status.state.value,
+        raw_state=status.raw_state,
+        exit_code=status.exit_code,
+        reason=status.reason,
+        run_json=rj or None,
+        out=reads.out.tail,
+        err=reads.err.tail,
+        entry=spec.entry,
+        script=spec.script,
+        nodes=spec.nodes,
+        world_size=spec.world_size,
+        hosts=tuple(str(h) for h in hosts) if isinstance(hosts, list) else (),
+        # A script keeps its checkpoints where it likes: unknown, rather than "none".
+        checkpoint=None if script else reads.checkpoint.stat is not None,
+        requeue=spec.requeue,
+        python=spec.python,
+        dataset=spec.dataset,
+        data_root=spec.data_root,
+    )
+
+
+def diagnose(spec: ExperimentSpec, status: JobStatus, reads: DiagnosisReads) -> Diagnosis | None:
+    """Why the attempt ended as it did; a cancel ddp-tui made of a stall says so."""
+    note = reads.stall_note.data
+    if (
+        status.state is JobState.CANCELLED
+        and note is not None
+        and str(note.get("job_id")) == status.job_id
+    ):
+        return stall_cancel_diagnosis(note)
+    return classify(facts_of(spec, status, reads))
+
+
+def stall_note(job_id: str, stall: Stall) -> bytes:
+    """The :data:`STALL_FILE` written before ddp-tui cancels a stalled job."""
+    doc = {"job_id": job_id, "quiet_sec": round(stall.quiet_sec), "summary": stall.summary}
+    return (json.dumps(doc) + "\n").encode()
+
+
+def stall_cancel_diagnosis(note: Mapping[str, Any]) -> Diagnosis:
+    summary = str(note.get("summary", ""))
+    minutes = round(float(note.get("quiet_sec", 0) or 0) / 60)
+    return Diagnosis(
+        code="stalled",
+        short=f"stalled {minutes} min, cancelled",
+        cause=f"ddp-tui cancelled the job after it stalled: {summary}",
+        advice="Look at the last lines of the logs and at the silent ranks; a rank stuck in "
+        "a collective usually waits for one that crashed or hangs in data loading. "
+        "Set NCCL_DEBUG=INFO to see where a collective waits.",
+        evidence=(Evidence(STALL_FILE, None, summary),),
+    )
+
+
+class Activity:
+    """Whether a running attempt still moves: the times of its outputs, read as stats."""
+
+    def __init__(self, ref: RunRef, job_id: str, *, heartbeats: bool) -> None:
+        self.job_id = job_id
+        out, err = log_names(job_id)
+        paths = [ref.file(out), ref.file(err), ref.file(PROGRESS_FILE)]
+        if heartbeats:  # a user's script writes none: its logs and progress must do
+            paths.append(ref.file(HEARTBEAT_DIR))
+        self.stats = [StatRead(p) for p in paths]
+
+    def readers(self) -> list[Feedable]:
+        return list(self.stats)
+
+    def times(self) -> list[float | None]:
+        return [s.stat.mtime if s.stat is not None else None for s in self.stats]
+
+    def stall(
+        self,
+        now: float,
+        after_sec: float,
+        world_size: int | None,
+        heartbeats: Sequence[Heartbeat] = (),
+    ) -> Stall | None:
+        if not any(s.done for s in self.stats):
+            return None  # not read yet: no verdict
+        return stall_of(
+            now=now,
+            activity=self.times(),
+            after_sec=after_sec,
+            heartbeats=heartbeats,
+            world_size=world_size,
+        )
+
+
+def heartbeat_reads(ref: RunRef, world_size: int) -> list[FileRead]:
+    """One read per rank's heartbeat file (the followed run only)."""
+    return [FileRead(ref.file(f"{HEARTBEAT_DIR}/rank-{r}.json")) for r in range(world_size)]
+
+
+def heartbeats_of(results: Sequence[ReadResult]) -> list[Heartbeat]:
+    out: list[Heartbeat] = []
+    for res in results:
+        if res.stat is None or not res.data:
+            continue
+        try:
+            doc = json.loads(res.data.decode("utf-8", "replace"))
+        except ValueError:
+            continue  # being replaced right now
+        hb = Heartbeat.from_dict(doc) if isinstance(doc, dict) else None
+        if hb is not None:
+            out.append(hb)
+    return out
