@@ -77,8 +77,11 @@ class Hold:
     # -- the specs -------------------------------------------------------------------
 
     def wait_line(self) -> str:
-        """The shell line that waits while the file exists."""
-        return f"while [ -e {shlex.quote(str(self.file))} ]; do sleep 0.2; done"
+        """The shell line that waits while the file exists, in a job only: the pre-queue
+        check runs the ``env_setup`` lines outside any job (no ``RUN_DIR``), and a hold
+        there would hold the plan."""
+        file = shlex.quote(str(self.file))
+        return f'[ -z "${{RUN_DIR:-}}" ] || while [ -e {file} ]; do sleep 0.2; done'
 
     def running(self, spec: ExperimentSpec) -> ExperimentSpec:
         """``spec``, its job RUNNING (the trainer not started) until :meth:`release`."""
@@ -94,7 +97,7 @@ class Hold:
         return (
             f"export PYTHONPATH={directory}${{PYTHONPATH:+:$PYTHONPATH}} "
             'DDP_TUI_TEST_HOLD_RUN_DIR="$RUN_DIR"; '
-            'if mkdir "$RUN_DIR/.test-hold" 2>/dev/null; then '
+            'if [ -n "${RUN_DIR:-}" ] && mkdir "$RUN_DIR/.test-hold" 2>/dev/null; then '
             f"export DDP_TUI_TEST_HOLD={file} DDP_TUI_TEST_HOLD_AFTER={epochs}; fi"
         )
 

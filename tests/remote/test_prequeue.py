@@ -5,6 +5,8 @@ SSH, the check is one exec."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -93,12 +95,8 @@ def test_a_python_with_torch_passes_once_then_is_remembered_until_a_recheck() ->
     s = spec()
     assert errors(ex, s) == [] and len(ex.commands) == 1
     record = PythonCheckCache().get(PythonKey.of("local", WHERE, s))
-    import torch
-    import torchvision
-
-    assert (
-        record is not None and record.versions == f"{torch.__version__} {torchvision.__version__}"
-    )
+    found = [importlib.metadata.version(m) for m in ("torch", "torchvision")]
+    assert record is not None and record.versions.split() == found
     assert default_cache_path().is_file()
     assert errors(ex, s) == [] and len(ex.commands) == 1  # no command the second time
     assert errors(ex, s, recheck=True) == [] and len(ex.commands) == 2
@@ -143,7 +141,7 @@ def test_data_roots_checked_only_where_the_trainer_reads_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ex = CountingExecutor()
-    PythonCheckCache().put(PythonKey.of("local", WHERE, spec()), "remembered")
+    PythonCheckCache().put(PythonKey.of("local", WHERE, spec()), "2 1", ("torch", "torchvision"))
     gone = str(tmp_path / "gone")
     assert errors(ex, spec(dataset="mnist", data_root=gone, download=True)) == []
     assert errors(ex, spec(dataset="synthetic", data_root=gone)) == []
@@ -181,9 +179,20 @@ def test_fields_wrong_on_their_own_and_script_runs_are_not_checked(no_torch: str
     assert ex.commands == []
 
 
-def test_a_preflight_needs_only_torch() -> None:
-    argv = check_command(spec(), ("torch",), "")
-    assert "import torch;" in argv[2] and "torchvision" not in argv[2]
+def test_a_preflight_needs_only_torch_the_trainer_torchvision_too(
+    no_torch: str, tmp_path: Path
+) -> None:
+    # A package named torch on the set-up's PYTHONPATH, and no torchvision.
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("")
+    s = spec(python=no_torch, env_setup=(f"export PYTHONPATH={shlex.quote(str(tmp_path))}",))
+    ex = CountingExecutor()
+    assert errors(ex, s, kind="preflight") == []
+    assert len(ex.commands) == 1
+    (err,) = errors(ex, s)  # the torch-only answer does not count for the trainer
+    assert err.field == "python" and "No module named 'torchvision'" in err.message
+    assert "cannot import torch, torchvision" in err.message and len(ex.commands) == 2
+    assert "torchvision" not in check_command(s, ("torch",), "")[2]
 
 
 def test_every_value_is_quoted(tmp_path: Path) -> None:

@@ -477,13 +477,18 @@ class Cluster:
         detail.heartbeats = heartbeats_of(fpass.heartbeats)
         view = next((v for v in self._views if v.run_id == detail.run_id), None)
         if view is not None and view.stall is not None:
-            # The table's verdict, with the ranks named from the heartbeats just read.
-            detail.stall = stall_of(
-                now=time.time(),
-                activity=[view.stall.last_activity],
-                after_sec=self.table.stall_after_sec,
-                heartbeats=detail.heartbeats,
-                world_size=view.spec.world_size,
+            # The table's verdict, with the ranks named from the heartbeats just read (a
+            # user's script writes none: its stall rests on its logs and progress alone).
+            detail.stall = (
+                view.stall
+                if view.spec.entry == "script"
+                else stall_of(
+                    now=time.time(),
+                    activity=[view.stall.last_activity],
+                    after_sec=self.table.stall_after_sec,
+                    heartbeats=detail.heartbeats,
+                    world_size=view.spec.world_size,
+                )
             )
         job_id = f.job_id
         final = self.states.end_of(self._info(detail.run_id))

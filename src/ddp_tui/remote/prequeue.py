@@ -3,8 +3,8 @@
 A job whose ``python`` lacks torch fails a second after it starts, often after hours in
 the queue. So before a plan is final, one command runs through the executor (over SSH: one
 exec on the open connection) with the spec's environment set-up lines, as the job runs
-them: the interpreter imports torch and torchvision (the built-in trainer; a preflight only
-needs torch), and the data root of a dataset read from disk is tested for existence.
+them: the interpreter must find torch and torchvision (the built-in trainer; a preflight
+only needs torch), and the data root of a dataset read from disk must exist.
 
 A Python that passed is remembered per (profile, where, python, env_setup) in a JSON file
 in the user's state directory, so later plans (each Compose preview is one) run nothing
@@ -68,14 +68,21 @@ class PythonKey:
 
 @dataclass(frozen=True)
 class PythonRecord:
-    """A remembered check: the versions found, or :data:`OVERRIDDEN`."""
+    """A remembered check: the versions found of the modules checked, or
+    :data:`OVERRIDDEN` (which stands for every module)."""
 
     versions: str
     checked_at: float
+    modules: tuple[str, ...] = ()
 
     @property
     def overridden(self) -> bool:
         return self.versions == OVERRIDDEN
+
+    def covers(self, modules: Sequence[str]) -> bool:
+        """Whether this record answers a check of ``modules`` (a preflight's torch-only
+        check does not answer the trainer's)."""
+        return self.overridden or set(modules) <= set(self.modules)
 
 
 def default_cache_path() -> Path:
@@ -119,14 +126,19 @@ class PythonCheckCache:
         if not isinstance(entry, dict):
             return None
         versions, at = entry.get("versions"), entry.get("checked_at")
+        modules = entry.get("modules", [])
         if not isinstance(versions, str) or not isinstance(at, int | float):
             return None
-        return PythonRecord(versions, float(at))
+        if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+            return None
+        return PythonRecord(versions, float(at), tuple(modules))
 
-    def put(self, key: PythonKey, versions: str) -> None:
-        """Remember that ``key`` passed (or, with :data:`OVERRIDDEN`, was overridden)."""
+    def put(self, key: PythonKey, versions: str, modules: Sequence[str] = ()) -> None:
+        """Remember that ``key`` found ``modules`` (or, with :data:`OVERRIDDEN`, that the
+        user overrode the check)."""
         data = self._load()
         data[key.text()] = {
+            "modules": list(modules),
             "profile": key.profile,
             "where": key.where,
             "python": key.python,
@@ -193,11 +205,30 @@ def _needs_data_root(spec: ExperimentSpec, kind: str) -> bool:
     )
 
 
+#: What the job's python runs: are the modules there, and in which versions? Found, not
+#: imported: ``import torch`` takes seconds (most of a minute on a cold network file
+#: system), and Compose plans on every pause in typing. A broken install that is found
+#: still fails in the job, where the run's diagnosis names it.
+_FIND_MODULES = """\
+import importlib.util, sys
+missing = [n for n in {names!r} if importlib.util.find_spec(n) is None]
+if missing:
+    sys.exit("ModuleNotFoundError: No module named %r" % missing[0])
+def version(name):
+    try:
+        import importlib.metadata
+        return importlib.metadata.version(name)
+    except Exception:
+        return "?"
+print({mark!r}, *[version(n) for n in {names!r}])
+"""
+
+
 def check_command(spec: ExperimentSpec, modules: Sequence[str], data_root: str) -> list[str]:
     """The argv of the check: ``bash -c SCRIPT`` where SCRIPT tests the data root first (it
     needs no set-up), then runs the environment set-up lines as the job does (verbatim:
-    they are the user's own shell code, and a failing one stops the job too), then imports
-    ``modules`` with the spec's python. Every other value is shell-quoted."""
+    they are the user's own shell code, and a failing one stops the job too), then looks
+    for ``modules`` with the spec's python. Every other value is shell-quoted."""
     lines = []
     if data_root:
         root = shquote_home(data_root)
@@ -205,9 +236,7 @@ def check_command(spec: ExperimentSpec, modules: Sequence[str], data_root: str) 
             f"if [ -e {root} ]; then echo {_MARK}-data ok; else echo {_MARK}-data missing; fi"
         )
     if modules:
-        names = ", ".join(modules)
-        versions = ", ".join(f"{m}.__version__" for m in modules)
-        code = f"import {names}; print({_MARK + '-python'!r}, {versions})"
+        code = _FIND_MODULES.format(names=tuple(modules), mark=_MARK + "-python")
         # set +u as in the job: module and conda scripts read unset variables.
         lines += ["set -e +u", *spec.env_setup, "set +e", f"echo {_MARK}-env ok"]
         lines.append(f"exec {shquote_home(spec.python)} -c {shquote(code)}")
@@ -240,7 +269,7 @@ def prequeue_errors(
         modules = ()
     if modules and recheck:
         cache.forget(key)
-    elif modules and cache.get(key) is not None:
+    elif modules and (record := cache.get(key)) is not None and record.covers(modules):
         modules = ()  # passed (or overridden) before
     data_root = spec.data_root if _needs_data_root(spec, kind) else ""
     if wrong & {"data_root", "dataset"}:
@@ -297,7 +326,7 @@ def _run_checks(
         error = _python_error(spec, wanted.modules, res.returncode, out, res.stderr, where)
         if error is None:
             found = next((ln for ln in out if ln.startswith(f"{_MARK}-python")), "")
-            cache.put(key, found.removeprefix(f"{_MARK}-python").strip())
+            cache.put(key, found.removeprefix(f"{_MARK}-python").strip(), wanted.modules)
         else:
             errors.insert(0, error)
     return errors

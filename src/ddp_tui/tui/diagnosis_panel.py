@@ -57,7 +57,7 @@ def _title(text: Text, title: str, headline: str, style: str) -> None:
     text.append(f" {headline}", style=style)
 
 
-def diagnosis_text(diagnosis: Diagnosis, *, jumpable: bool = True) -> Text:
+def diagnosis_text(diagnosis: Diagnosis) -> Text:
     """An ended run's diagnosis: cause, what to do, and the evidence lines with their labels."""
     text = Text()
     _title(text, "Diagnosis", diagnosis.short, _SEVERITY_STYLES.get(diagnosis.severity, "bold"))
@@ -71,7 +71,7 @@ def diagnosis_text(diagnosis: Diagnosis, *, jumpable: bool = True) -> Text:
         text.append(evidence.label, style="cyan")
         if evidence.text:
             text.append(f"  {_cut(evidence.text)}", style="dim")
-    if jumpable and any(evidence_stream(e) for e in diagnosis.evidence):
+    if any(evidence_stream(e) for e in diagnosis.evidence):
         text.append(f"\n {EVIDENCE_KEY}", style="bold cyan")
         text.append(" shows the evidence in the log (again: the next one)", style="dim")
     return text
