@@ -2,7 +2,7 @@
 
 A real sweep (1 and 2 CPU processes) runs on the embedded local scheduler with the real
 trainer, and a user's own tutorial-style script (the tests' ``tutorial_ddp.py``) with 2
-processes; then the real app is driven headless and each screen is saved as SVG.
+processes, once to the end and once crashing in its second epoch (the Diagnosis panel); then the real app is driven headless and each screen is saved as SVG.
 
     .venv/bin/python scripts/screenshots.py [docs/screenshots]
 """
@@ -27,6 +27,21 @@ def _sweep(root: Path) -> None:
     from ddp_tui.spec import ExperimentSpec
 
     cluster = Cluster.open(Profile(scheduler="local", runs_root=str(root / "runs")))
+    # Oldest, so it is the table's last row: a script that crashes in its second epoch,
+    # for the Diagnosis panel.
+    crash = ExperimentSpec(
+        name="crashes",
+        entry="script",
+        script=str(USER_SCRIPT),
+        script_args="--epochs 4 --crash-at-epoch 2",
+        device="cpu",
+        backend="gloo",
+        gpus_per_node=2,
+        cpus_per_task=2,
+        epochs=4,
+        python=sys.executable,
+    )
+    views = [cluster.submit(cluster.plan(crash))]
     spec = ExperimentSpec(
         name="cnn-sweep",
         model="simple_cnn",
@@ -42,7 +57,7 @@ def _sweep(root: Path) -> None:
         workers=0,
         python=sys.executable,
     )
-    views = cluster.submit_plans(cluster.plan_sweep(spec, [1, 2], dimension="gpus"))
+    views += cluster.submit_plans(cluster.plan_sweep(spec, [1, 2], dimension="gpus"))
     script = ExperimentSpec(
         name="my-script",
         entry="script",
@@ -96,6 +111,12 @@ async def _shoot(root: Path, out: Path) -> None:
         await pilot.press("s")
         await asyncio.sleep(3)
         app.save_screenshot("compare.svg", str(out))
+        await pilot.press("escape")
+        await asyncio.sleep(0.5)
+        await pilot.press("down", "down")  # the crashed script, the last row
+        await pilot.press("enter")
+        await asyncio.sleep(3)
+        app.save_screenshot("detail_diagnosis.svg", str(out))
         await pilot.press("escape")
         await asyncio.sleep(0.5)
         await pilot.press("n")

@@ -11,11 +11,12 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.executor import CommandResult, LocalExecutor
 from ddp_tui.remote.local import LocalScheduler
 from ddp_tui.remote.prequeue import (
@@ -27,9 +28,6 @@ from ddp_tui.remote.prequeue import (
 )
 from ddp_tui.remote.runs import RunStore
 from ddp_tui.spec import ExperimentSpec, FieldError
-
-if TYPE_CHECKING:
-    from ddp_tui.remote.cluster import Cluster
 
 WHERE = "local scheduler"
 
@@ -210,8 +208,6 @@ def test_every_value_is_quoted(tmp_path: Path) -> None:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[Cluster, CountingExecutor]]:
-    from ddp_tui.remote.cluster import Cluster
-
     ex = CountingExecutor()
     c = Cluster(
         ex,
@@ -271,3 +267,37 @@ def test_over_ssh_the_checks_are_one_exec(sshd_env: Any, monkeypatch: pytest.Mon
         assert f"does not exist on {ex.description}" in found[1].message
     finally:
         client.close()
+
+
+# -- on the Slurm test cluster ------------------------------------------------------------
+
+
+@pytest.mark.slurm
+def test_on_slurm_the_profiles_python3_without_torch_stops_the_plan(
+    slurm_cluster: Any, tmp_path: Path
+) -> None:
+    profile = Profile(scheduler="slurm", runs_root=str(tmp_path / "runs"), partition="debug")
+    c = Cluster.open(profile)
+    try:
+        assert all(isinstance(p.idle_nodes, int) for p in c.partitions())
+        s = c.default_spec().replace(name="pq", device="cpu", backend="gloo", cpus_per_task=1)
+        which = subprocess.run(["bash", "-c", "python3 -c 'import torch'"], capture_output=True)
+        plan = c.plan(s)  # python3: the profile's default
+        if which.returncode != 0:  # this machine's python3 lacks torch, as the did
+            assert [e.field for e in plan.errors] == ["python"]
+            assert "python3 on this host cannot import torch" in plan.errors[0].message
+        assert c.plan(s.replace(python=sys.executable)).ok
+    finally:
+        c.close()
+
+
+def test_the_profile_key_check_python(tmp_path: Path) -> None:
+    from ddp_tui.config import ConfigError, load_profiles
+
+    path = tmp_path / "config.toml"
+    path.write_text("[profiles.c]\ncheck_python = false\n")
+    assert load_profiles(path)["c"].check_python is False
+    assert load_profiles(path)["local"].check_python is True  # the default
+    path.write_text('[profiles.c]\ncheck_python = "no"\n')
+    with pytest.raises(ConfigError, match="check_python: must be true or false"):
+        load_profiles(path)

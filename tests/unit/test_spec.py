@@ -228,7 +228,7 @@ def test_all_errors_come_at_once() -> None:
             "task",
             "regression",
         ),
-        ({"dataset": "mnist", "task": "regression"}, "task", "classification"),
+        ({"dataset": "mnist", "data_root": "/data", "task": "regression"}, "task", "classification"),
         ({"target": "y"}, "target", "only used with"),
         (
             {"dataset": "pkg.m:f", "task": "regression", "num_classes": 10},
@@ -290,7 +290,7 @@ def test_cross_field_rules(changes: dict[str, Any], field: str, words: str) -> N
         {"model": "simple_cnn", "synthetic_shape": "5,16,16"},  # any channel count
         {"model": "resnet18", "synthetic_shape": "3,32,32"},
         {"model": "resnet18", "synthetic_shape": ""},  # the trainer's default is 1,28,28
-        {"model": "vit_b_16", "dataset": "cifar10"},
+        {"model": "vit_b_16", "dataset": "cifar10", "data_root": "/data"},
         {"model": "resnet50", "dataset": "imagefolder", "data_root": "/imagenet"},
         {
             "model": "mypkg.models:net",

@@ -103,7 +103,8 @@ STRATS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "samples_per_epoch": (st.one_of(st.none(), ints(1, 10**6)), ints(-1, 0)),
     "model": (st.sampled_from(["mlp", "simple_cnn", "resnet18", "pkg.mod:fn"]), nasty),
     "dataset": (st.sampled_from(["synthetic", "mnist", "cifar10"]), nasty),
-    "data_root": (st.sampled_from(["", "~/data", "/scratch/d s"]), nasty),
+    # Never empty among the good values: mnist and cifar10 (good datasets) need a data root.
+    "data_root": (st.sampled_from(["~/data", "/scratch/d s"]), nasty),
     "download": (st.booleans(), wrong_type),
     "task": (st.just("classification"), nasty),
     "target": (st.just(""), nasty),

@@ -26,6 +26,7 @@ def _choices(option: str) -> tuple[str, ...]:
 def test_builtin_models_and_datasets_agree() -> None:
     assert vocabulary.BUILTIN_MODELS == trainer_args.BUILTIN_MODELS
     assert vocabulary.BUILTIN_DATASETS == trainer_args.BUILTIN_DATASETS
+    assert vocabulary.DATASETS_NEEDING_ROOT == trainer_args.DATASETS_NEEDING_ROOT
 
 
 @pytest.mark.parametrize(

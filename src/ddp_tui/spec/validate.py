@@ -16,7 +16,12 @@ from ddp_tui.spec.errors import FieldError
 from ddp_tui.spec.experiment import FIELDS, ExperimentSpec
 from ddp_tui.spec.field_checks import FIELD_CHECKS
 from ddp_tui.spec.timefmt import parse_time_limit_seconds
-from ddp_tui.spec.vocabulary import DATASET_SHAPES, ENTRIES, SYNTHETIC_DEFAULT_SHAPE
+from ddp_tui.spec.vocabulary import (
+    DATASET_SHAPES,
+    DATASETS_NEEDING_ROOT,
+    ENTRIES,
+    SYNTHETIC_DEFAULT_SHAPE,
+)
 
 #: Every check a description can name.
 CHECKS: Final[Mapping[str, Check]] = {**GENERIC_CHECKS, **FIELD_CHECKS}
@@ -66,8 +71,13 @@ def _trainer_only(
 
 @_trainer_only
 def _data_root_required(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
-    if ok("dataset") and s.dataset in ("imagefolder", "tabular") and s.data_root == "":
-        return FieldError("data_root", f"is required for dataset {s.dataset} (a directory or file)")
+    if ok("dataset") and s.dataset in DATASETS_NEEDING_ROOT and s.data_root == "":
+        what = (
+            "a directory or file"
+            if s.dataset in ("imagefolder", "tabular")
+            else "the directory it is in, or to download it into with download"
+        )
+        return FieldError("data_root", f"is required for dataset {s.dataset} ({what})")
     return None
 
 

@@ -31,6 +31,16 @@ BUILTIN_DATASETS: Final = (
     "imagefolder",
     "tabular",
 )
+#: Datasets the trainer reads from (or, with ``download``, downloads into) the data root:
+#: a job without one fails at start (the trainer's ``args.DATASETS_NEEDING_ROOT``).
+DATASETS_NEEDING_ROOT: Final = (
+    "mnist",
+    "fashion_mnist",
+    "cifar10",
+    "cifar100",
+    "imagefolder",
+    "tabular",
+)
 #: Models the trainer builds by name (its ``args.BUILTIN_MODELS``). Any other name is a
 #: torchvision classification model, or ``pkg.module:function``.
 BUILTIN_MODELS: Final = ("mlp", "simple_cnn")
