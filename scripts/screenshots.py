@@ -2,7 +2,8 @@
 
 A real sweep (1 and 2 CPU processes) runs on the embedded local scheduler with the real
 trainer, and a user's own tutorial-style script (the tests' ``tutorial_ddp.py``) with 2
-processes, once to the end and once crashing in its second epoch (the Diagnosis panel); then the real app is driven headless and each screen is saved as SVG.
+processes, once to the end and once crashing in its second epoch (the Diagnosis panel);
+then the real app is driven headless and each screen is saved as SVG.
 
     .venv/bin/python scripts/screenshots.py [docs/screenshots]
 """

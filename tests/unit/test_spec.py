@@ -228,7 +228,11 @@ def test_all_errors_come_at_once() -> None:
             "task",
             "regression",
         ),
-        ({"dataset": "mnist", "data_root": "/data", "task": "regression"}, "task", "classification"),
+        (
+            {"dataset": "mnist", "data_root": "/data", "task": "regression"},
+            "task",
+            "classification",
+        ),
         ({"target": "y"}, "target", "only used with"),
         (
             {"dataset": "pkg.m:f", "task": "regression", "num_classes": 10},

@@ -176,9 +176,7 @@ class RunTable:
         act = self._activity.get(info.run_id)
         stall = (
             # No heartbeats read here (the followed run's are): name no ranks.
-            act.stall(self.clock(), self.stall_after_sec, None)
-            if act is not None
-            else None
+            act.stall(self.clock(), self.stall_after_sec, None) if act is not None else None
         )
         key = (
             len(info.jobs),
