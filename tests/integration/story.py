@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.views import RunView
@@ -111,3 +112,24 @@ def epochs_in_metrics(cluster: Cluster, run_id: str) -> list[int]:
     return [
         int(e) for r in cluster.store.read_metrics(info.ref) if (e := r.get("epoch")) is not None
     ]
+
+
+def logs(run: RunView) -> tuple[str, str]:
+    """The latest attempt's .out and .err, as the job left them."""
+    run_dir = Path(run.run_dir)
+    return (
+        (run_dir / f"slurm-{run.job_id}.out").read_text(errors="replace"),
+        (run_dir / f"slurm-{run.job_id}.err").read_text(errors="replace"),
+    )
+
+
+def diagnosed(cluster: Cluster, run: RunView, code: str) -> Diagnosis:
+    """The run's diagnosis, read fresh, with ``code``; the view's, set at refresh, agrees."""
+    found = cluster.diagnose(run.run_id)
+    out, err = logs(run)
+    assert found is not None, f"no diagnosis\n.out:\n{out[-3000:]}\n.err:\n{err[-3000:]}"
+    assert found.code == code, (found, err[-3000:])
+    assert found.evidence, found
+    assert len(found.short) <= 32, found.short
+    assert view(cluster, run.run_id).diagnosis == found
+    return found

@@ -29,12 +29,17 @@ from typing import Any
 import pytest
 
 from ddp_tui.config import Profile
-from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
 from tests.helpers.hold import Hold
-from tests.integration.story import tiny_script_spec, tiny_spec, view, wait_for, wait_state
+from tests.integration.story import (
+    diagnosed,
+    logs,
+    tiny_script_spec,
+    tiny_spec,
+    wait_for,
+    wait_state,
+)
 from tests.integration.test_cli import cli
 
 pytestmark = pytest.mark.torch
@@ -70,27 +75,6 @@ def held_cluster(tmp_path: Path) -> Cluster:
     the job does, so it would wait on a hold line too; it is off (the data root check stays).
     """
     return open_cluster(tmp_path, check_python=False)
-
-
-def logs(run: RunView) -> tuple[str, str]:
-    """The latest attempt's .out and .err, as the job left them."""
-    run_dir = Path(run.run_dir)
-    return (
-        (run_dir / f"slurm-{run.job_id}.out").read_text(errors="replace"),
-        (run_dir / f"slurm-{run.job_id}.err").read_text(errors="replace"),
-    )
-
-
-def diagnosed(cluster: Cluster, run: RunView, code: str) -> Diagnosis:
-    """The run's diagnosis, read fresh, with ``code``; the view's, set at refresh, agrees."""
-    found = cluster.diagnose(run.run_id)
-    out, err = logs(run)
-    assert found is not None, f"no diagnosis\n.out:\n{out[-3000:]}\n.err:\n{err[-3000:]}"
-    assert found.code == code, (found, err[-3000:])
-    assert found.evidence, found
-    assert len(found.short) <= 32, found.short
-    assert view(cluster, run.run_id).diagnosis == found
-    return found
 
 
 def why(tmp_path: Path, run_id: str) -> subprocess.CompletedProcess[str]:

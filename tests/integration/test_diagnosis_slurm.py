@@ -34,14 +34,13 @@ from typing import Any
 
 import pytest
 
-from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.diagnosis.pending import pending_reason
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.views import RunView
 from tests.helpers.held_python import python_held_on
 from tests.helpers.hold import Hold
-from tests.integration.story import tiny_spec, view, wait_for, wait_state
+from tests.integration.story import diagnosed, logs, tiny_spec, wait_for, wait_state
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
@@ -68,29 +67,8 @@ def slurm_spec(**changes: object) -> Any:
     return tiny_spec(partition="debug", **changes)
 
 
-def logs(run: RunView) -> tuple[str, str]:
-    """The latest attempt's .out and .err, as the job left them."""
-    run_dir = Path(run.run_dir)
-    return (
-        (run_dir / f"slurm-{run.job_id}.out").read_text(errors="replace"),
-        (run_dir / f"slurm-{run.job_id}.err").read_text(errors="replace"),
-    )
-
-
 def ended(cluster: Cluster, run_id: str, timeout: float = 240.0) -> RunView:
     return wait_state(cluster, run_id, *ENDED, timeout=timeout)
-
-
-def diagnosed(cluster: Cluster, run: RunView, code: str) -> Diagnosis:
-    """The run's diagnosis, read fresh, with ``code``; the view's, set at refresh, agrees."""
-    found = cluster.diagnose(run.run_id)
-    out, err = logs(run)
-    assert found is not None, f"no diagnosis\n.out:\n{out[-3000:]}\n.err:\n{err[-3000:]}"
-    assert found.code == code, (found, err[-3000:])
-    assert found.evidence, found
-    assert len(found.short) <= 32, found.short
-    assert view(cluster, run.run_id).diagnosis == found
-    return found
 
 
 def wait_pending_reason(

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 
+from ddp_tui.remote.local import LocalScheduler
 from ddp_tui.tui.app import DdpTuiApp
 from tests.tui.fakes import NOW, FakeCluster
 
@@ -40,3 +43,16 @@ async def settle(pilot: Pilot[None]) -> None:
     await asyncio.sleep(0.3)
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
+
+
+@pytest.fixture
+def cancel_leftover_jobs(tmp_path: Path) -> Iterator[None]:
+    """Cancel what the local scheduler under ``tmp_path/state`` still runs after the test:
+    local jobs outlive the app by design, and a failed test must not leave one running."""
+    yield
+    state = tmp_path / "state"
+    if state.exists():
+        scheduler = LocalScheduler.from_state_dir(state)
+        for job in scheduler.list_jobs():
+            if job.state.is_active:
+                scheduler.cancel(job.job_id)

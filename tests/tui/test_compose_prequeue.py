@@ -6,28 +6,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from textual.widgets import Checkbox, Static
 
 from ddp_tui.config import Profile
-from ddp_tui.remote.local import LocalScheduler
 from ddp_tui.tui.app import DdpTuiApp
 from tests.tui.conftest import SIZE, wait_until
 from tests.tui.drive import inline_error_problems, open_compose, type_into
 
-
-@pytest.fixture(autouse=True)
-def _cancel_leftover_jobs(tmp_path: Path) -> Iterator[None]:
-    yield
-    state = tmp_path / "state"
-    if state.exists():
-        scheduler = LocalScheduler.from_state_dir(state)
-        for job in scheduler.list_jobs():
-            if job.state.is_active:
-                scheduler.cancel(job.job_id)
+#: Local jobs outlive the app by design; a failed test must not leave one running.
+pytestmark = pytest.mark.usefixtures("cancel_leftover_jobs")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ them as a user would see them. Jobs are kept where a test needs them by construc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from textual.widgets import TabbedContent
 
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.local import LocalScheduler
 from ddp_tui.remote.states import JobState
 from ddp_tui.tui.app import DdpTuiApp
 from ddp_tui.tui.diagnosis_panel import DiagnosisPanel
@@ -30,25 +28,14 @@ from tests.integration.story import tiny_script_spec, tiny_spec
 from tests.tui.conftest import SIZE, wait_until
 from tests.tui.drive import in_states, open_run, wait_run
 
-pytestmark = pytest.mark.torch
+#: Local jobs outlive the app by design: a failed test must not leave one running.
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("cancel_leftover_jobs")]
 
 ABSENT_MODULE_SCRIPT = (
     Path(__file__).resolve().parents[1] / "helpers" / "failing_scripts" / "needs_absent_module.py"
 )
 #: 3 seconds of quiet make a stall here (the profile's default is 10 minutes).
 STALL_AFTER_MIN = 0.05
-
-
-@pytest.fixture(autouse=True)
-def _cancel_leftover_jobs(tmp_path: Path) -> Iterator[None]:
-    """Local jobs outlive the app by design; a failed test must not leave one running."""
-    yield
-    state = tmp_path / "state"
-    if state.exists():
-        scheduler = LocalScheduler.from_state_dir(state)
-        for job in scheduler.list_jobs():
-            if job.state.is_active:
-                scheduler.cancel(job.job_id)
 
 
 def _profile(tmp_path: Path) -> Profile:

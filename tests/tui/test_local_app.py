@@ -7,7 +7,6 @@ only need the app, the facade and run directories.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from textual.widgets import Static
 
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.local import LocalScheduler
 from ddp_tui.remote.states import JobState
 from ddp_tui.tui.app import DdpTuiApp
 from ddp_tui.tui.modals import ChecksModal, ConfirmModal
@@ -37,17 +35,8 @@ from tests.tui.drive import (
     wait_run,
 )
 
-
-@pytest.fixture(autouse=True)
-def _cancel_leftover_jobs(tmp_path: Path) -> Iterator[None]:
-    """Local jobs outlive the app by design; a failed test must not leave one running."""
-    yield
-    state = tmp_path / "state"
-    if state.exists():
-        scheduler = LocalScheduler.from_state_dir(state)
-        for job in scheduler.list_jobs():
-            if job.state.is_active:
-                scheduler.cancel(job.job_id)
+#: Local jobs outlive the app by design; a failed test must not leave one running.
+pytestmark = pytest.mark.usefixtures("cancel_leftover_jobs")
 
 
 def local_app(tmp_path: Path) -> DdpTuiApp:

@@ -33,14 +33,7 @@ BUILTIN_DATASETS: Final = (
 )
 #: Datasets the trainer reads from (or, with ``download``, downloads into) the data root:
 #: a job without one fails at start (the trainer's ``args.DATASETS_NEEDING_ROOT``).
-DATASETS_NEEDING_ROOT: Final = (
-    "mnist",
-    "fashion_mnist",
-    "cifar10",
-    "cifar100",
-    "imagefolder",
-    "tabular",
-)
+DATASETS_NEEDING_ROOT: Final = tuple(d for d in BUILTIN_DATASETS if d != "synthetic")
 #: Models the trainer builds by name (its ``args.BUILTIN_MODELS``). Any other name is a
 #: torchvision classification model, or ``pkg.module:function``.
 BUILTIN_MODELS: Final = ("mlp", "simple_cnn")
