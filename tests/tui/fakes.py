@@ -53,6 +53,7 @@ BASE = ExperimentSpec(
     name="cifar-resnet",
     model="resnet18",
     dataset="cifar10",
+    data_root="/scratch/datasets/cifar10",
     partition="debug",
     time_limit="00:30:00",
     epochs=10,

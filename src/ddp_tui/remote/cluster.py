@@ -15,19 +15,17 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ddp_tui.diagnosis import Diagnosis
-from ddp_tui.diagnosis.stall import stall_of
 from ddp_tui.remote.attempt_states import AttemptStates
 from ddp_tui.remote.connect import connect
 from ddp_tui.remote.diagnosing import (
     STALL_FILE,
     DiagnosisReads,
     diagnose,
-    heartbeat_reads,
-    heartbeats_of,
     stall_note,
 )
 from ddp_tui.remote.executor import Batch, Executor, ExecutorError, ReadResult
-from ddp_tui.remote.followers import Follower, FollowPass
+from ddp_tui.remote.followers import FollowPass
+from ddp_tui.remote.following import Following
 from ddp_tui.remote.history import LOST_GRACE_SEC
 from ddp_tui.remote.plan import (
     SubmitPlan,
@@ -62,12 +60,10 @@ from ddp_tui.remote.scheduler import (
 )
 from ddp_tui.remote.scripts import current_snapshot, prepare_script
 from ddp_tui.remote.snapshot import SnapshotError
-from ddp_tui.remote.states import JobState
 from ddp_tui.remote.submission import RECOVER_SUBMIT_SEC, submit_attempt
 from ddp_tui.remote.verification import RunFiles, verify_run
 from ddp_tui.remote.view_building import (
     latest_job_id,
-    progress_of,
     spec_of,
 )
 from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
@@ -113,7 +109,7 @@ class Cluster:
         if listing_batch:
             self.table.diagnoses_per_refresh = DIAGNOSES_PER_REFRESH
         self._stall_cancelled: set[str] = set()  # job ids cancelled here for a stall
-        self._followers: dict[str, Follower] = {}
+        self.following = Following(executor, scheduler, store, self.states, self.table)
         self._connection = "ok"
         self._infos: list[RunInfo] = []
         self._listed = False
@@ -324,7 +320,7 @@ class Cluster:
             if (job_id := latest_job_id(info)) and not states.end_of(info)
         ]
         table = self.table.requests(self._infos)
-        fpass = self._follow_begin(follow) if follow else None
+        fpass = self.following.begin(self._info(follow)) if follow else None
         listing_reads = self.store.listing_reads()
         poll_cmds = self.scheduler.poll_commands(polled) if poll else []
         batch = Batch(
@@ -441,71 +437,14 @@ class Cluster:
 
     def follow(self, run_id: str) -> RunDetail:
         """New log lines, metrics and progress of one run since its last follow()."""
-        fpass = self._follow_begin(run_id)
+        fpass = self.following.begin(self._info(run_id))
         result = self.executor.run_batch(Batch(reads=fpass.requests()))
         return self._follow_finish(fpass, result.reads)
 
-    def _follow_begin(self, run_id: str) -> FollowPass:
-        info = self._info(run_id)
-        job_id = latest_job_id(info)
-        f = self._followers.get(run_id)
-        fresh = f is None or f.job_id != job_id
-        if f is None or fresh:
-            f = self._followers[run_id] = Follower(info.ref, job_id)
-        detail = RunDetail(run_id, out_reset=fresh, err_reset=fresh)
-        fpass = FollowPass(info.ref, f, detail, (f.out.generation, f.err.generation))
-        status = self.states.status_of(info)
-        if status is not None and status.state is JobState.RUNNING and info.kind == "train":
-            spec = self.table.spec_of(info)
-            if spec.entry != "script":  # a user's script writes no heartbeats
-                fpass.heartbeat_reads = heartbeat_reads(info.ref, spec.world_size)
-        return fpass
-
     def _follow_finish(self, fpass: FollowPass, reads: Sequence[ReadResult]) -> RunDetail:
-        f, detail = fpass.follower, fpass.detail
-        fpass.feed(reads)
-        # A reader that restarted (first look at a big log, truncation) asks for one more
-        # read at once, so opening a run shows its tail without waiting a whole tick.
-        for _ in range(2):
-            if not fpass.pending:
-                break
-            fpass.feed(self.executor.run_batch(Batch(reads=fpass.requests())).reads)
-        detail.out_reset = detail.out_reset or f.out.generation != fpass.gens[0]
-        detail.err_reset = detail.err_reset or f.err.generation != fpass.gens[1]
-        detail.metrics = list(f.metrics.rows)
-        detail.progress = progress_of(f.progress.latest)
-        detail.heartbeats = heartbeats_of(fpass.heartbeats)
-        view = next((v for v in self._views if v.run_id == detail.run_id), None)
-        if view is not None and view.stall is not None:
-            # The table's verdict, with the ranks named from the heartbeats just read (a
-            # user's script writes none: its stall rests on its logs and progress alone).
-            detail.stall = (
-                view.stall
-                if view.spec.entry == "script"
-                else stall_of(
-                    now=time.time(),
-                    activity=[view.stall.last_activity],
-                    after_sec=self.table.stall_after_sec,
-                    heartbeats=detail.heartbeats,
-                    world_size=view.spec.world_size,
-                )
-            )
-        job_id = f.job_id
-        final = self.states.end_of(self._info(detail.run_id))
-        if final is not None and final.job_id == job_id and job_id:
-            if f.accounting is None:
-                f.accounting = self._save_accounting(fpass.ref, job_id)
-            detail.accounting = f.accounting
-        return detail
-
-    def _save_accounting(self, ref: RunRef, job_id: str) -> str:
-        try:
-            text = self.scheduler.accounting(job_id)
-        except (SchedulerError, ExecutorError) as exc:
-            return f"(accounting unavailable: {exc})"
-        if text:
-            self.store.write_text(ref, SACCT_FILE, text)
-        return text
+        run_id = fpass.detail.run_id
+        view = next((v for v in self._views if v.run_id == run_id), None)
+        return self.following.finish(fpass, reads, self._info(run_id), view)
 
     def _info(self, run_id: str) -> RunInfo:
         for info in self._infos:
@@ -583,7 +522,7 @@ class Cluster:
         if status is None and job_id:
             status = self.scheduler.poll([job_id]).get(job_id)
         if job_id and status is not None and status.state.is_terminal:
-            self._save_accounting(info.ref, job_id)
+            self.following.save_accounting(info.ref, job_id)
         ref, preflight = info.ref, info.kind == "preflight"
         spec = spec_of(info)
         script = not preflight and spec.entry == "script"

@@ -1,0 +1,117 @@
+"""Following one run: its log, metrics and progress readers, and a follow pass's result.
+
+The facade (:class:`~ddp_tui.remote.cluster.Cluster`) decides when to follow (each refresh
+with ``follow=``, and :meth:`Cluster.follow` between refreshes); this holds what a follow
+reads and turns the answers into the :class:`~ddp_tui.remote.views.RunDetail` the open
+run's screen renders: new log lines, every metrics row, progress, the ranks' heartbeats and
+a stall's silent ranks, and the accounting saved once the attempt has ended.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ddp_tui.diagnosis.stall import Stall, stall_of
+from ddp_tui.remote.attempt_states import AttemptStates
+from ddp_tui.remote.diagnosing import heartbeat_reads, heartbeats_of
+from ddp_tui.remote.executor import Batch, Executor, ExecutorError, ReadResult
+from ddp_tui.remote.followers import Follower, FollowPass
+from ddp_tui.remote.run_table import RunTable
+from ddp_tui.remote.runs import SACCT_FILE, RunInfo, RunRef, RunStore
+from ddp_tui.remote.scheduler import Scheduler, SchedulerError
+from ddp_tui.remote.states import JobState
+from ddp_tui.remote.view_building import latest_job_id, progress_of
+from ddp_tui.remote.views import RunDetail, RunView
+
+
+class Following:
+    """The followed runs' readers (kept across follows, restarted per attempt)."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        scheduler: Scheduler,
+        store: RunStore,
+        states: AttemptStates,
+        table: RunTable,
+    ) -> None:
+        self.executor = executor
+        self.scheduler = scheduler
+        self.store = store
+        self.states = states
+        self.table = table
+        self._followers: dict[str, Follower] = {}
+
+    def begin(self, info: RunInfo) -> FollowPass:
+        """A follow pass of the run's latest attempt: what it reads next."""
+        run_id = info.run_id
+        job_id = latest_job_id(info)
+        f = self._followers.get(run_id)
+        fresh = f is None or f.job_id != job_id
+        if f is None or fresh:
+            f = self._followers[run_id] = Follower(info.ref, job_id)
+        detail = RunDetail(run_id, out_reset=fresh, err_reset=fresh)
+        fpass = FollowPass(info.ref, f, detail, (f.out.generation, f.err.generation))
+        status = self.states.status_of(info)
+        if status is not None and status.state is JobState.RUNNING and info.kind == "train":
+            spec = self.table.spec_of(info)
+            if spec.entry != "script":  # a user's script writes no heartbeats
+                fpass.heartbeat_reads = heartbeat_reads(info.ref, spec.world_size)
+        return fpass
+
+    def finish(
+        self,
+        fpass: FollowPass,
+        reads: Sequence[ReadResult],
+        info: RunInfo,
+        view: RunView | None,
+    ) -> RunDetail:
+        """The pass's :class:`RunDetail` from the answers to its reads; ``view`` is the
+        run's row of this refresh (its stall, if any)."""
+        f, detail = fpass.follower, fpass.detail
+        fpass.feed(reads)
+        # A reader that restarted (first look at a big log, truncation) asks for one more
+        # read at once, so opening a run shows its tail without waiting a whole tick.
+        for _ in range(2):
+            if not fpass.pending:
+                break
+            fpass.feed(self.executor.run_batch(Batch(reads=fpass.requests())).reads)
+        detail.out_reset = detail.out_reset or f.out.generation != fpass.gens[0]
+        detail.err_reset = detail.err_reset or f.err.generation != fpass.gens[1]
+        detail.metrics = list(f.metrics.rows)
+        detail.progress = progress_of(f.progress.latest)
+        detail.heartbeats = heartbeats_of(fpass.heartbeats)
+        if view is not None and view.stall is not None:
+            detail.stall = self._named_stall(view, view.stall, detail)
+        job_id = f.job_id
+        final = self.states.end_of(info)
+        if final is not None and final.job_id == job_id and job_id:
+            if f.accounting is None:
+                f.accounting = self.save_accounting(fpass.ref, job_id)
+            detail.accounting = f.accounting
+        return detail
+
+    def _named_stall(self, view: RunView, stall: Stall, detail: RunDetail) -> Stall | None:
+        """The table's verdict, with the ranks named from the heartbeats just read (a
+        user's script writes none: its stall rests on its logs and progress alone)."""
+        if view.spec.entry == "script":
+            return stall
+        return stall_of(
+            now=time.time(),
+            activity=[stall.last_activity],
+            after_sec=self.table.stall_after_sec,
+            heartbeats=detail.heartbeats,
+            world_size=view.spec.world_size,
+        )
+
+    def save_accounting(self, ref: RunRef, job_id: str) -> str:
+        """The ended job's accounting text, saved as ``sacct.txt`` (a note when it cannot
+        be had)."""
+        try:
+            text = self.scheduler.accounting(job_id)
+        except (SchedulerError, ExecutorError) as exc:
+            return f"(accounting unavailable: {exc})"
+        if text:
+            self.store.write_text(ref, SACCT_FILE, text)
+        return text
