@@ -507,6 +507,11 @@ def _cmd_why(cluster: Cluster, args: argparse.Namespace) -> int:
         lines = [head]
         if view.state is JobState.PENDING:
             lines.append(f"pending: {view.reason_label or view.reason or 'no reason given'}")
+            # Asked here because `why` is on demand: never in a periodic refresh.
+            start = cluster.estimated_start(view.run_id)
+            if start:
+                doc["estimated_start"] = start
+                lines.append(f"estimated start: {start}")
         if view.stall is not None:
             doc["stall"] = view.stall.summary
             lines.append(f"stalled: {view.stall.summary}")

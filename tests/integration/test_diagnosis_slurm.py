@@ -28,6 +28,7 @@ file, a held job, a job that fills the cluster); the timeouts below only bound a
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,11 @@ def test_a_job_behind_a_whole_cluster_job_waits_for_resources_in_words(
     waiting = wait_pending_reason(cluster, second.run_id, ("Resources", "Priority"))
     assert_in_words(waiting, waiting.reason)
     assert waiting.diagnosis is None
+    # On demand only: the real `squeue --start` for this one job. Slurm has an estimate
+    # once its backfill pass reached the job, which no test can time: either answer is
+    # right, a malformed command or answer is not (it raises, or fails the pattern).
+    start = cluster.estimated_start(second.run_id)
+    assert start == "" or re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d( \(\w+\))?", start), start
 
 
 def test_a_job_held_by_its_user_then_by_an_admin_says_so_in_words(

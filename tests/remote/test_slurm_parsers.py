@@ -409,6 +409,19 @@ def test_parse_sbatch_refuses_what_is_not_an_id(text: str) -> None:
         slurm.parse_sbatch(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("2026-11-24T12:30:00|Resources\n", "2026-11-24T12:30:00 (Resources)"),
+        ("2026-11-24T12:30:00|None\n", "2026-11-24T12:30:00"),
+        ("N/A|Priority\n", ""),  # the backfill pass has not reached the job yet
+        ("", ""),  # the job is no longer pending
+    ],
+)
+def test_parse_start_of_squeue_start(text: str, words: str) -> None:
+    assert slurm.parse_start(text) == words
+
+
 def test_parse_show_job() -> None:
     (job,) = slurm.parse_show_job(data("show_job_requeued.txt"))
     assert job["JobId"] == JOBS["requeued"] and job["JobName"] == "requeue me"
