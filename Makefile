@@ -52,6 +52,9 @@ check: lint layers typecheck test
 bench: $(STAMP)
 	$(PY) benchmarks/bench_trainer.py
 	$(PY) benchmarks/bench_refresh.py
+	$(PY) benchmarks/bench_diagnosis.py
+	$(PY) benchmarks/bench_script_metrics.py
+	$(PY) benchmarks/bench_snapshot.py
 	$(PY) benchmarks/bench_tui.py
 	$(PY) benchmarks/bench_remote.py
 	$(PY) benchmarks/bench_clean_exit.py   # 100 + 100 torchrun runs: about 20 minutes
