@@ -280,7 +280,6 @@ def _open(args: argparse.Namespace) -> Cluster:
 
 def _run_app(args: argparse.Namespace) -> int:
     from ddp_tui.errors import DdpTuiError
-    from ddp_tui.remote.cluster import Cluster
     from ddp_tui.tui.app import run_app
 
     try:
@@ -290,6 +289,10 @@ def _run_app(args: argparse.Namespace) -> int:
         return 2
 
     def factory(prompter: object) -> Cluster:
+        # Imported here, on the app's I/O worker: the facade (job templates, ssh, the
+        # diagnosis rules) loads while the first screen is already painted.
+        from ddp_tui.remote.cluster import Cluster
+
         return Cluster.open(
             profile,
             host=args.host,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ddp_tui.diagnosis import Diagnosis, LogTail, RunFacts, classify
-from ddp_tui.diagnosis.classify import classify_strict
+from ddp_tui.diagnosis.classifier import classify_strict
 
 LOGS = Path(__file__).parent / "logs"
 SCRIPT = "/tmp/h1cap/proj/train.py"  # the script the torchrun logs ran (logs/README.md)

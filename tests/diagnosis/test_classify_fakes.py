@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ddp_tui.diagnosis import Diagnosis, LogTail, RunFacts
-from ddp_tui.diagnosis.classify import classify_strict
+from ddp_tui.diagnosis.classifier import classify_strict
 
 # github.com/lllyasviel/FramePack/issues/369 (torch >= 2.5 names it torch.OutOfMemoryError)
 CUDA_OOM = (

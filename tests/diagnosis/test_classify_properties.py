@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddp_tui.diagnosis import Diagnosis, LogTail, RunFacts
-from ddp_tui.diagnosis.classify import classify_strict
+from ddp_tui.diagnosis.classifier import classify_strict
 from ddp_tui.diagnosis.pending import REASON_CHARS, pending_reason
 
 STATES = st.sampled_from(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ddp_tui.diagnosis import LogTail, RunFacts, classify
-from ddp_tui.diagnosis.classify import classify_strict
+from ddp_tui.diagnosis.classifier import classify_strict
 from ddp_tui.diagnosis.model import Diagnosis
 
 

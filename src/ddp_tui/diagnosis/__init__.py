@@ -4,7 +4,8 @@ The facade reads what the rules need (the run's state, ``run.json``, the tails o
 logs, heartbeat times) and hands it over; see docs/architecture.md, "Diagnosis".
 """
 
-from ddp_tui.diagnosis.classify import classify
+from typing import TYPE_CHECKING, Any
+
 from ddp_tui.diagnosis.model import (
     DIAGNOSIS_VERSION,
     TAIL_BYTES,
@@ -14,6 +15,21 @@ from ddp_tui.diagnosis.model import (
     RunFacts,
 )
 from ddp_tui.diagnosis.pending import pending_reason
+
+if TYPE_CHECKING:
+    from ddp_tui.diagnosis.classifier import classify
+
+
+def __getattr__(name: str) -> Any:
+    # The rules compile their patterns when imported (about 60 ms). The app's views need
+    # only the types above, so starting the app does not pay for the rules; the first
+    # diagnosis does.
+    if name == "classify":
+        from ddp_tui.diagnosis.classifier import classify
+
+        return classify
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DIAGNOSIS_VERSION",

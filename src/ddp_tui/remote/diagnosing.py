@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddp_tui.diagnosis import TAIL_BYTES, Diagnosis, Evidence, LogTail, RunFacts, classify
+from ddp_tui.diagnosis import TAIL_BYTES, Diagnosis, Evidence, LogTail, RunFacts
 from ddp_tui.diagnosis.stall import Heartbeat, Stall, stall_of
 from ddp_tui.jobfiles import HEARTBEAT_DIR
 from ddp_tui.remote.executor import FileRead, FileStat, ReadResult
@@ -138,6 +138,8 @@ def diagnose(spec: ExperimentSpec, status: JobStatus, reads: DiagnosisReads) -> 
         and str(note.get("job_id")) == status.job_id
     ):
         return stall_cancel_diagnosis(note)
+    from ddp_tui.diagnosis.classifier import classify  # its rules load on first use
+
     return classify(facts_of(spec, status, reads))
 
 
