@@ -127,6 +127,15 @@ TABLE = [
     ),
     Case("torchrun_segfault_rank1.err", "signal", ("Rank 1", "SIGSEGV"), "(SIGSEGV)"),
     Case("torchrun_abort_rank1.err", "signal", ("Rank 1", "SIGABRT"), "(SIGABRT)"),
+    # A finished 2-rank gloo script that died at exit (the CI run of a tutorial-style
+    # script that still called destroy_process_group()): named as gloo's teardown abort.
+    Case(
+        "torchrun_gloo_teardown_abort.err",
+        "signal",
+        ("Rank 1", "gloo", "at exit"),
+        "terminate called without an active exception",
+        SCRIPT_RUN,
+    ),
     Case("bash_killed_and_segfault.err", "signal", ("SIGKILL",), "Killed"),
 ]
 

@@ -324,7 +324,9 @@ def test_ddp_recipe_two_nodes_torchrun_c10d_gloo(sched: SlurmScheduler, tmp_path
         "dist.all_reduce(x)\n"
         "print(f'rank {dist.get_rank()}/{dist.get_world_size()} on {socket.gethostname()}"
         " sum {int(x.item())}', flush=True)\n"
-        "dist.destroy_process_group()\n"
+        # No gloo teardown: a finished gloo job can abort there (SIGABRT) and fail the job.
+        "dist.barrier()\n"
+        "import os, sys; sys.stdout.flush(); os._exit(0)\n"
     )
     body = f"""\
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1

@@ -39,6 +39,10 @@ _TORCHRUN_FAILED = clue(
 _TERMINATE = clue(
     r"terminate called after throwing an instance of '(?P<what>[^']+)'", "terminate called"
 )
+# A std::thread destroyed while joinable: in a finished gloo job, its teardown at exit.
+_TERMINATE_AT_EXIT = clue(
+    r"terminate called without an active exception", "terminate called without an active"
+)
 # The job script's own last words (sbatch_templates/_job.sbatch.j2).
 _LAUNCHER_STATUS = clue(
     r"^\[ddp-tui\] launcher exited with status (?P<status>\d+)", "launcher exited with status"
@@ -86,6 +90,20 @@ def _signal_diagnosis(
 ) -> Diagnosis:
     """The diagnosis for signal ``name``; with ``scan``, C++'s last words where it aborted."""
     terminate = scan.find(_TERMINATE) if scan is not None else None
+    at_exit = scan.find(_TERMINATE_AT_EXIT) if scan is not None and name == "SIGABRT" else None
+    if at_exit is not None and terminate is None:
+        return make(
+            "signal",
+            "aborted at exit (gloo)",
+            f"{who or 'A process'} was killed by SIGABRT: 'terminate called without an "
+            "active exception', which is how gloo's threads die when a finished job tears "
+            "the process group down at exit (torch 2.x; about 1 run in 3 for a small job).",
+            "If training had finished, the results are good and a retry runs the same way; "
+            "to stop it, end the script by flushing stdout and stderr and calling "
+            "os._exit(0) after the last barrier, instead of destroy_process_group() and "
+            "returning (ddp-tui's own trainer ends so).",
+            [*evidence, at_exit],
+        )
     after = f", after an uncaught C++ exception {terminate.group('what')}" if terminate else ""
     return make(
         "signal",

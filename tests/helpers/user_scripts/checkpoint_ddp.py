@@ -30,7 +30,16 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from toy_task import World, batches, evaluate, init_world, make_data, make_model, train_step
+from toy_task import (
+    World,
+    batches,
+    end,
+    evaluate,
+    init_world,
+    make_data,
+    make_model,
+    train_step,
+)
 
 CHECKPOINT = "ckpt.pt"
 
@@ -116,8 +125,7 @@ def main() -> None:
                 file=sys.stderr,
                 flush=True,
             )
-        dist.destroy_process_group()
-        sys.exit(requeue_code)
+        end(requeue_code)
 
     while epoch < args.epochs:
         mine = batches(epoch, world, args.batch_size)
@@ -146,7 +154,7 @@ def main() -> None:
             if flag.item() > 0:
                 stop_here(epoch, 0, 0.0)
 
-    dist.destroy_process_group()
+    end()
 
 
 if __name__ == "__main__":

@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torch.distributed as dist
 from ddp_tui_report import report_epoch, report_step
 from toy_task import (
     SAMPLES,
     batches,
+    end,
     evaluate,
     global_mean,
     init_world,
@@ -53,7 +53,7 @@ def main() -> None:
         val_acc = evaluate(model, x, y, world)
         report_epoch(epoch=epoch, train_loss=train_loss, val_acc=val_acc, samples=SAMPLES)
 
-    dist.destroy_process_group()
+    end()
 
 
 if __name__ == "__main__":

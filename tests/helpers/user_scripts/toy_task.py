@@ -17,7 +17,9 @@ An epoch takes milliseconds: the tests that run these scripts measure the tool, 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -101,3 +103,20 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, world: World) -
     counts = torch.stack([correct, torch.tensor(float(len(ys)), dtype=torch.float64)])
     dist.all_reduce(counts)
     return float(counts[0] / counts[1])
+
+
+def end(code: int = 0) -> NoReturn:
+    """Leave the job without tearing gloo down: flush, wait for every rank, ``os._exit``.
+
+    A finished gloo job whose ranks call ``destroy_process_group()`` and return dies after
+    its last line in about 1 run of 3 (torch 2.15, measured): ``terminate called without an
+    active exception``, SIGABRT, and torchrun reports the whole job failed. The abort comes
+    from gloo's threads at teardown; skipping the teardown is the workaround ddp-tui's own
+    trainer uses (and the README suggests), so these scripts end the same way and a test
+    that runs them does not fail one run in three.
+    """
+    if dist.is_initialized():
+        dist.barrier()  # no rank leaves while a peer still talks to it
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

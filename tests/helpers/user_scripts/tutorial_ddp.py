@@ -13,8 +13,16 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torch.distributed as dist
-from toy_task import batches, evaluate, global_mean, init_world, make_data, make_model, train_step
+from toy_task import (
+    batches,
+    end,
+    evaluate,
+    global_mean,
+    init_world,
+    make_data,
+    make_model,
+    train_step,
+)
 
 CRASH_MESSAGE = "tutorial_ddp: deliberate crash at epoch {epoch} (--crash-at-epoch)"
 
@@ -57,7 +65,7 @@ def main() -> None:
 
     if world.main:
         print("Training finished.", flush=True)
-    dist.destroy_process_group()
+    end()
 
 
 if __name__ == "__main__":
