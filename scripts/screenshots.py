@@ -28,19 +28,23 @@ def _sweep(root: Path) -> None:
     from ddp_tui.spec import ExperimentSpec
 
     cluster = Cluster.open(Profile(scheduler="local", runs_root=str(root / "runs")))
-    # Oldest, so it is the table's last row: a script that crashes in its second epoch,
-    # for the Diagnosis panel.
-    crash = ExperimentSpec(
-        name="crashes",
+    script = ExperimentSpec(
+        name="my-script",
         entry="script",
         script=str(USER_SCRIPT),
-        script_args="--epochs 4 --crash-at-epoch 2",
+        script_args="--epochs 4 --lr 0.1",
+        metrics="epoch-line",
         device="cpu",
         backend="gloo",
         gpus_per_node=2,
         cpus_per_task=2,
         epochs=4,
         python=sys.executable,
+    )
+    # Oldest, so it is the table's last row: the same script crashing in its second epoch,
+    # for the Diagnosis panel.
+    crash = script.replace(
+        name="crashes", script_args="--epochs 4 --crash-at-epoch 2", metrics="auto"
     )
     views = [cluster.submit(cluster.plan(crash))]
     spec = ExperimentSpec(
@@ -59,19 +63,6 @@ def _sweep(root: Path) -> None:
         python=sys.executable,
     )
     views += cluster.submit_plans(cluster.plan_sweep(spec, [1, 2], dimension="gpus"))
-    script = ExperimentSpec(
-        name="my-script",
-        entry="script",
-        script=str(USER_SCRIPT),
-        script_args="--epochs 4 --lr 0.1",
-        metrics="epoch-line",
-        device="cpu",
-        backend="gloo",
-        gpus_per_node=2,
-        cpus_per_task=2,
-        epochs=4,
-        python=sys.executable,
-    )
     views.append(cluster.submit(cluster.plan(script)))
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:

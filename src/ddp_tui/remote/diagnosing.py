@@ -22,7 +22,7 @@ from ddp_tui.diagnosis.stall import Heartbeat, Stall, stall_of
 from ddp_tui.jobfiles import HEARTBEAT_DIR
 from ddp_tui.remote.executor import FileRead, FileStat, ReadResult
 from ddp_tui.remote.followers import Feedable, JsonFileReader
-from ddp_tui.remote.runs import CHECKPOINT_FILE, PROGRESS_FILE, RUN_JSON, RunRef
+from ddp_tui.remote.runs import CHECKPOINT_FILE, PROGRESS_FILE, RUN_JSON, RunRef, attempt_logs
 from ddp_tui.remote.scheduler import JobStatus
 from ddp_tui.remote.states import JobState
 from ddp_tui.spec import ExperimentSpec
@@ -30,11 +30,6 @@ from ddp_tui.spec import ExperimentSpec
 #: Written by ddp-tui before it cancels a stalled job (profile ``cancel_stalled``), so
 #: that the cancel is told apart from the user's own.
 STALL_FILE = "stall.json"
-
-
-def log_names(job_id: str) -> tuple[str, str]:
-    """The ``.out`` and ``.err`` of one attempt, as named in the run directory."""
-    return f"slurm-{job_id}.out", f"slurm-{job_id}.err"
 
 
 class StatRead:
@@ -83,7 +78,7 @@ class DiagnosisReads:
 
     def __init__(self, ref: RunRef, job_id: str) -> None:
         self.job_id = job_id
-        out, err = log_names(job_id)
+        out, err = attempt_logs(job_id)
         self.out = TailRead(ref.file(out), out)
         self.err = TailRead(ref.file(err), err)
         self.run_json = JsonFileReader(ref.file(RUN_JSON))
@@ -168,7 +163,7 @@ class Activity:
 
     def __init__(self, ref: RunRef, job_id: str, *, heartbeats: bool) -> None:
         self.job_id = job_id
-        out, err = log_names(job_id)
+        out, err = attempt_logs(job_id)
         paths = [ref.file(out), ref.file(err), ref.file(PROGRESS_FILE)]
         if heartbeats:  # a user's script writes none: its logs and progress must do
             paths.append(ref.file(HEARTBEAT_DIR))

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ddp_tui.remote.executor import FileRead, ReadResult
-from ddp_tui.remote.runs import METRICS_FILE, PREFLIGHT_FILE, PROGRESS_FILE, RUN_JSON, RunRef
+from ddp_tui.remote.runs import (
+    METRICS_FILE,
+    PREFLIGHT_FILE,
+    PROGRESS_FILE,
+    RUN_JSON,
+    RunRef,
+    attempt_logs,
+)
 from ddp_tui.remote.tail import LogReader, MetricsReader, ProgressReader
 from ddp_tui.remote.views import RunDetail
 
@@ -85,9 +92,9 @@ class Follower:
 
     def __init__(self, ref: RunRef, job_id: str | None) -> None:
         self.job_id = job_id
-        jid = job_id or "none"
-        self.out = LogReader(ref.file(f"slurm-{jid}.out"))
-        self.err = LogReader(ref.file(f"slurm-{jid}.err"))
+        out, err = attempt_logs(job_id or "none")
+        self.out = LogReader(ref.file(out))
+        self.err = LogReader(ref.file(err))
         self.metrics = MetricsReader(ref.file(METRICS_FILE))
         self.progress = ProgressReader(ref.file(PROGRESS_FILE))
         self.accounting: str | None = None

@@ -38,6 +38,13 @@ METRICS_FILE = "metrics.csv"
 PROGRESS_FILE = "progress.jsonl"
 PREFLIGHT_FILE = "preflight.json"
 SACCT_FILE = "sacct.txt"
+
+
+def attempt_logs(job_id: str) -> tuple[str, str]:
+    """The ``.out`` and ``.err`` of one attempt, as named in the run directory."""
+    return f"slurm-{job_id}.out", f"slurm-{job_id}.err"
+
+
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_FILE = f"{CHECKPOINTS_DIR}/latest.pt"
 CODE_DIR = "code"
