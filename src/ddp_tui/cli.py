@@ -1,8 +1,8 @@
 """`ddp-tui`: the app, and scriptable subcommands on the same facade.
 
-Plain ``ddp-tui`` starts the app. ``ddp-tui submit|ls|logs|cancel|retry|verify|compare|
-preflight`` do the same things without a screen, for scripts and CI. Nothing here imports
-torch, and textual is imported only when the app starts.
+Plain ``ddp-tui`` starts the app. ``ddp-tui submit|ls|logs|cancel|retry|verify|why|
+resources|compare|preflight`` do the same things without a screen, for scripts and CI.
+Nothing here imports torch, and textual is imported only when the app starts.
 
 Output behaves like a Unix tool's: piped into ``head``, a command stops quietly when the
 reader goes away (exit status 141, as if killed by SIGPIPE).
@@ -168,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     why.add_argument("run", help="run id, a unique prefix of one, or a job id")
     why.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    res = sub.add_parser(
+        "resources", help="a run's GPU and host memory and utilisation: peak, average, mode"
+    )
+    res.add_argument("run", help="run id, a unique prefix of one, or a job id")
+    res_fmt = res.add_mutually_exclusive_group()
+    res_fmt.add_argument("--json", action="store_true", help="print the summary as JSON")
+    res_fmt.add_argument("--csv", action="store_true", help="print the table as CSV")
     lg = sub.add_parser("logs", help="print a run's .out (or .err)")
     lg.add_argument("run", help="run id, a unique prefix of one, or a job id")
     lg.add_argument("--err", action="store_true", help="print the .err file instead")
@@ -538,6 +545,23 @@ def _print_why(args: argparse.Namespace, doc: dict[str, object], lines: list[str
     print(json.dumps(doc, indent=2) if args.json else "\n".join(lines))
 
 
+def _cmd_resources(cluster: Cluster, args: argparse.Namespace) -> int:
+    from ddp_tui.cli_resources import resources_text
+
+    view = resolve_run(cluster, args.run)
+    fmt = "json" if args.json else "csv" if args.csv else "table"
+    text = resources_text(
+        cluster.resources(view.run_id),
+        run_id=view.run_id,
+        job_id=view.job_id,
+        state=view.state.value,
+        telemetry_sec=view.spec.telemetry_sec,
+        fmt=fmt,
+    )
+    print(text, end="")
+    return 0
+
+
 def _cmd_logs(cluster: Cluster, args: argparse.Namespace) -> int:
     from ddp_tui.text import collapse_carriage_returns
 
@@ -585,6 +609,7 @@ _COMMANDS = {
     "retry": _cmd_retry,
     "verify": _cmd_verify,
     "why": _cmd_why,
+    "resources": _cmd_resources,
     "compare": _cmd_compare,
 }
 

@@ -1,7 +1,8 @@
 """The run-directory files a job writes, shared by the trainer and a user script's wrapper.
 
 ``run.json`` (written whole and atomically, counting attempts), ``metrics.csv``'s columns and
-cell format, ``requeue.request``, and the trainer's per-rank ``heartbeats/rank-N.json``.
+cell format, ``requeue.request``, the trainer's per-rank ``heartbeats/rank-N.json``, and where
+the resource sampler (``ddp_tui.telemetry``) writes ``telemetry/node-K.jsonl``.
 Standard library only: it is copied into every run as
 ``code/ddp_tui/jobfiles.py`` and imported there by ``ddp_tui.trainer`` and
 ``ddp_tui.scriptrun``, so that the two writers of one contract cannot drift apart
@@ -23,6 +24,11 @@ RUN_JSON: Final = "run.json"
 REQUEUE_FILE: Final = "requeue.request"
 #: One ``rank-<N>.json`` per rank in here (:class:`Heartbeater`).
 HEARTBEAT_DIR: Final = "heartbeats"
+#: One ``node-<K>.jsonl`` per node in here (``ddp_tui.telemetry``): a file per node, because
+#: appends from several hosts to one file on NFS are not atomic.
+TELEMETRY_DIR: Final = "telemetry"
+#: The sampler's default interval, seconds (the spec's ``telemetry_sec``).
+TELEMETRY_DEFAULT_SEC: Final = 5
 #: The exit code that asks for a requeue: the trainer's, and a script's (it reads it from
 #: ``DDP_TUI_REQUEUE_EXIT_CODE``).
 EXIT_REQUEUE: Final = 3
@@ -127,6 +133,11 @@ def write_requeue_request(run_dir: Path, reason: str, **where: Any) -> None:
 def clear_requeue_request(run_dir: Path) -> None:
     """A (re)started attempt removes the previous attempt's request."""
     (run_dir / REQUEUE_FILE).unlink(missing_ok=True)
+
+
+def telemetry_file(node: int) -> str:
+    """``telemetry/node-<node>.jsonl``, relative to the run directory (K = ``SLURM_NODEID``)."""
+    return f"{TELEMETRY_DIR}/node-{node}.jsonl"
 
 
 def heartbeat_path(run_dir: Path, rank: int) -> Path:

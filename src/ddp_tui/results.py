@@ -1,10 +1,11 @@
 """Per-run summaries and the scaling comparison of a group, with Markdown and CSV export.
 
-Inputs are what a run directory holds: ``metrics.csv`` rows, ``spec.json``'s spec
-and the trainer's ``run.json`` (read by :mod:`ddp_tui.remote.comparison`; everything
-here is pure). Throughput and epoch time are the median of the
-epochs after the first (the first pays for warm-up, compilation and cold caches),
-or of the only epoch when there is just one.
+Inputs are what a run directory holds: ``metrics.csv`` rows, ``spec.json``'s spec,
+the trainer's ``run.json`` and the resource telemetry's summary (read by
+:mod:`ddp_tui.remote.comparison`; everything here is pure; the telemetry's summaries are
+made by :mod:`ddp_tui.resources` and re-exported here). Throughput and epoch time are the
+median of the epochs after the first (the first pays for warm-up, compilation and cold
+caches), or of the only epoch when there is just one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
+
+# Re-exported: the issue asks for the telemetry summaries "in results.py" too.
+from ddp_tui.resources import ResourceSummary as ResourceSummary
+from ddp_tui.resources import summarize_samples as summarize_samples
 
 MetricsRows = Sequence[Mapping[str, float | None]]
 
@@ -31,7 +36,13 @@ SCALING_COLUMNS = [
     "efficiency",
     "final_val_metric",
     "peak_mem_mib",
+    "gpu_mem_peak_mib",
+    "gpu_mem_mode_mib",
+    "host_mem_peak_mib",
+    "gpu_util_avg",
 ]
+#: The columns of the resource telemetry (:class:`ResourceSummary`'s fields of the same names).
+_RESOURCE_COLUMNS = ("gpu_mem_peak_mib", "gpu_mem_mode_mib", "host_mem_peak_mib", "gpu_util_avg")
 _INT_COLUMNS = ("nodes", "gpus_per_node", "world_size", "global_batch")
 
 # Spec field names, with the spellings accepted for each (first found wins).
@@ -53,6 +64,8 @@ class RunData:
     metrics: MetricsRows
     run_json: Mapping[str, Any] | None = None
     group: str | None = None
+    #: The resource telemetry's summary (None: the run wrote none).
+    resources: ResourceSummary | None = None
 
 
 @dataclass(frozen=True)
@@ -67,7 +80,12 @@ class RunSummary:
     val_metric_name: str | None  # "val_acc" or "val_rmse"
     throughput: float | None  # samples/s over all ranks
     epoch_time: float | None  # seconds
-    peak_mem_mib: float | None
+    peak_mem_mib: float | None  # the trainer's, per epoch (torch.cuda.max_memory_allocated)
+    # From the resource telemetry (None without it): what the devices and hosts reported.
+    gpu_mem_peak_mib: float | None
+    gpu_mem_mode_mib: float | None
+    host_mem_peak_mib: float | None
+    gpu_util_avg: float | None
     world_size: int | None
     nodes: int | None
     gpus_per_node: int | None
@@ -160,6 +178,7 @@ def summarize(run: RunData) -> RunSummary:
     if epochs_total is None:
         epochs_total = _as_int(rj.get("epochs"))
     state = rj.get("state")
+    res = run.resources
 
     return RunSummary(
         run_id=run.run_id,
@@ -173,6 +192,10 @@ def summarize(run: RunData) -> RunSummary:
         throughput=steady_median(rows, "throughput_samples_per_sec"),
         epoch_time=steady_median(rows, "epoch_time_sec"),
         peak_mem_mib=max(peaks) if peaks else None,
+        gpu_mem_peak_mib=res.gpu_mem_peak_mib if res else None,
+        gpu_mem_mode_mib=res.gpu_mem_mode_mib if res else None,
+        host_mem_peak_mib=res.host_mem_peak_mib if res else None,
+        gpu_util_avg=res.gpu_util_avg if res else None,
         world_size=world,
         nodes=nodes,
         gpus_per_node=per_node,
@@ -235,6 +258,7 @@ def scaling_table(runs: Iterable[RunData | RunSummary]) -> pd.DataFrame:
                 "efficiency": efficiency,
                 "final_val_metric": s.final_val_metric,
                 "peak_mem_mib": s.peak_mem_mib,
+                **{col: getattr(s, col) for col in _RESOURCE_COLUMNS},
             }
         )
     df = pd.DataFrame(records, columns=["run_id", *SCALING_COLUMNS]).set_index("run_id")
@@ -258,6 +282,10 @@ _FORMATS: dict[str, str] = {
     "efficiency": "{:.1%}",
     "final_val_metric": "{:.4f}",
     "peak_mem_mib": "{:.0f}",
+    "gpu_mem_peak_mib": "{:.0f}",
+    "gpu_mem_mode_mib": "{:.0f}",
+    "host_mem_peak_mib": "{:.0f}",
+    "gpu_util_avg": "{:.1f}",
     "final_train_loss": "{:.4f}",
 }
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -33,6 +33,9 @@ from ddp_tui.remote.plan import (
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.views import Attempt, Check, Progress, RunDetail, RunView, Snapshot
 from ddp_tui.spec import ExperimentSpec, PartitionInfo
+
+if TYPE_CHECKING:
+    from ddp_tui.resources import ResourceSummary, ResourceView
 
 NOW = 1_700_000_000.0
 
@@ -241,6 +244,51 @@ def sample_metrics(epochs: int = 3) -> list[dict[str, float | None]]:
     return rows
 
 
+def telemetry_lines(*, gpus: bool = True, samples: int = 11) -> list[dict[str, Any]]:
+    """Hand-written sampler lines (the telemetry files of docs/architecture.md) of a 2-node
+    job sampled every 30 s up to :data:`NOW`: n1 (ranks 0-1) with gpu0 and gpu1 busy, n2
+    (ranks 2-3) whose gpu0 sat at 0% throughout. ``gpus=False``: a CPU run, host lines only."""
+    every = 30.0
+    t0 = NOW - every * (samples - 1)
+    lines: list[dict[str, Any]] = []
+    for node, host, ranks in ((0, "n1", "0-1"), (1, "n2", "2-3")):
+        attempt = {"host": host, "node": node, "ranks": ranks, "job": "1042", "restart": 0}
+        source = "nvml" if gpus else "none"
+        lines.append(
+            {"t": t0 - 1, "kind": "start", **attempt, "interval": every, "gpu_source": source,
+             "pid": 900 + node}
+        )  # fmt: skip
+        for i in range(samples):
+            t = t0 + i * every
+            host_line: dict[str, Any] = {
+                "t": t, "kind": "host", **attempt, "rss_mib": 2000.0 + 100 * node + 10 * i,
+                "procs": 3, "load1": 2.0, "mem_total_mib": 64000.0, "cpus": 8,
+            }  # fmt: skip
+            if i:  # the first sample has no CPU share yet
+                host_line["cpu_pct"] = 180.0
+            lines.append(host_line)
+            for index in (0, 1) if gpus and node == 0 else (0,) if gpus else ():
+                idle = node == 1
+                lines.append(
+                    {"t": t, "kind": "gpu", **attempt, "index": index, "uuid": f"GPU-{node}{index}",
+                     "name": "NVIDIA A100",
+                     "mem_used_mib": 3.0 if idle else 5000.0 + 20 * i + 1000 * index,
+                     "mem_total_mib": 40960.0, "util_pct": 0.0 if idle else 90.0 - 10 * index,
+                     "power_w": 60.0 if idle else 250.0}
+                )  # fmt: skip
+    return lines
+
+
+def resource_view(lines: Sequence[dict[str, Any]], *, state: str = "RUNNING") -> ResourceView:
+    """The view the facade builds of ``lines`` for a run in ``state`` (the real accumulator;
+    a 30 s interval, as :func:`telemetry_lines` samples)."""
+    from ddp_tui.resources import ResourceAccumulator
+
+    acc = ResourceAccumulator()
+    acc.add_all(lines)
+    return acc.view(telemetry_sec=30, state=state)
+
+
 class FakeCluster:
     """Fixed data in the facade's shape (see the module docstring: snapshot tests only)."""
 
@@ -257,6 +305,8 @@ class FakeCluster:
         err_lines: Sequence[str] = ("[W] gloo: using loopback",),
         heartbeats: Sequence[Heartbeat] = (),
         stall: Stall | None = None,
+        telemetry: ResourceView | None = None,
+        comparison: pd.DataFrame | None = None,
     ) -> None:
         self.runs = list(sample_runs() if runs is None else runs)
         self.connection = connection
@@ -266,6 +316,8 @@ class FakeCluster:
         self.err_lines = list(err_lines)
         self.heartbeats = list(heartbeats)
         self.stall = stall  # what follow() says of every run
+        self.telemetry = telemetry  # what follow() says of every run's telemetry
+        self.comparison = comparison  # what compare() answers (None: a fixed sweep)
         self.calls: list[tuple[str, Any]] = []
         self._followed: set[str] = set()
 
@@ -310,7 +362,9 @@ class FakeCluster:
 
     def follow(self, run_id: str) -> RunDetail:
         if run_id in self._followed:
-            return RunDetail(run_id, metrics=sample_metrics(), stall=self.stall)
+            return RunDetail(
+                run_id, metrics=sample_metrics(), stall=self.stall, resources=self.telemetry
+            )
         self._followed.add(run_id)
         out = [f"epoch 1 step {i * 50}/400 loss {1.5 - i * 0.1:.3f}" for i in range(1, 9)]
         out += ["epoch 1 done: train_loss 1.5 val_acc 0.67", "\x1b[32mcheckpoint saved\x1b[0m"]
@@ -325,6 +379,7 @@ class FakeCluster:
             run_json={"hosts": ["n1", "n2"], "world_size": 4, "backend": "gloo"},
             heartbeats=list(self.heartbeats),
             stall=self.stall,
+            resources=self.telemetry,
         )
 
     def submit(self, plan: SubmitPlan) -> RunView:
@@ -375,7 +430,15 @@ class FakeCluster:
         self.calls.append(("estimated_start", run_id))
         return self.estimate
 
+    def resources(self, run_id: str) -> ResourceSummary:
+        from ddp_tui.resources import summarize_samples
+
+        self.calls.append(("resources", run_id))
+        return self.telemetry.summary if self.telemetry else summarize_samples([])
+
     def compare(self, group: str) -> pd.DataFrame:
+        if self.comparison is not None:
+            return self.comparison
         frame = pd.DataFrame(
             {
                 "run_id": ["a", "b", "c"],

@@ -20,7 +20,9 @@ from tests.tui.fakes import (
     STALL,
     FakeCluster,
     diagnosed_runs,
+    resource_view,
     sample_runs,
+    telemetry_lines,
 )
 
 
@@ -195,6 +197,17 @@ def test_detail_checks(snap_compare: Any) -> None:
         await wait_until(pilot, lambda: bool(pilot.app.screen.checks), "the checklist")
 
     assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
+
+
+def test_detail_resources(snap_compare: Any) -> None:
+    async def run_before(pilot: Pilot[None]) -> None:
+        await _open_detail(pilot)
+        await pilot.press("4")
+        await pilot.pause(0.2)
+
+    # Two nodes, three GPUs, n2's idle for five minutes: flagged (the run is running).
+    fake = FakeCluster(telemetry=resource_view(telemetry_lines(), state="RUNNING"))
+    assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=steady(run_before))
 
 
 def test_detail_of_a_failed_run(snap_compare: Any) -> None:

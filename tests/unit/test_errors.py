@@ -23,8 +23,12 @@ INTERNAL = {
 def _error_classes() -> list[type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
     for info in pkgutil.walk_packages(ddp_tui.__path__, "ddp_tui."):
-        if info.name.startswith("ddp_tui.trainer") or info.name.endswith("__main__"):
-            continue  # the trainer reports through exit codes and its own logs
+        if info.name.startswith(("ddp_tui.trainer", "ddp_tui.telemetry")) or info.name.endswith(
+            "__main__"
+        ):
+            # The trainer reports through exit codes and its own logs; the job's resource
+            # sampler never reports at all (its problems are notes in its file).
+            continue
         module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if issubclass(cls, BaseException) and cls.__module__.startswith("ddp_tui."):

@@ -95,7 +95,8 @@ def test_trainer_imports_nothing_else_from_ddp_tui() -> None:
 
 def test_trainer_runs_from_a_bare_snapshot(tmp_path: Path) -> None:
     """The job-side code exactly as a run directory gets it (``code/``) imports without the
-    rest of the package: the trainer, the script runner and the reporting helper."""
+    rest of the package: the trainer, the script runner, the reporting helper and the resource
+    sampler."""
     from ddp_tui.remote.executor import LocalExecutor
     from ddp_tui.remote.runs import RunStore
 
@@ -103,7 +104,7 @@ def test_trainer_runs_from_a_bare_snapshot(tmp_path: Path) -> None:
     LocalExecutor().upload_files(store.code_files(), str(tmp_path / "code"))
     probe = (
         "import ddp_tui.trainer, ddp_tui.trainer.run_info, ddp_tui.scriptrun.runner, "
-        "ddp_tui_report, sys; print(ddp_tui.trainer.__file__)"
+        "ddp_tui_report, ddp_tui.telemetry.cli, sys; print(ddp_tui.trainer.__file__)"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe],

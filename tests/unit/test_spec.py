@@ -126,6 +126,7 @@ BAD: list[tuple[str, Any, str]] = [
     ("max_steps_per_epoch", 0, "from 1 to"),
     ("requeue", 1, "true or false"),
     ("signal_lead_sec", 70000, "from 0 to 65535"),
+    ("telemetry_sec", 3601, "from 0 to 3600"),
     ("env_setup", ("module load a\nmodule load b",), "one shell line per item"),
     ("env_setup", ("#SBATCH --output=/etc/passwd",), "extra_sbatch"),
     ("env_setup", ("echo 'unclosed",), "not valid bash"),

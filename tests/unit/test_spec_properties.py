@@ -145,6 +145,7 @@ STRATS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "max_steps_per_epoch": (st.one_of(st.none(), ints(1, 100)), ints(-1, 0)),
     "requeue": (st.booleans(), wrong_type),
     "signal_lead_sec": (ints(0, 60), st.one_of(ints(-1, 70000), wrong_type)),
+    "telemetry_sec": (ints(0, 3600), st.one_of(ints(-1, 10**6), wrong_type)),
     "env_setup": (
         st.lists(
             st.sampled_from(["module load pytorch/2.3", "export A='x y'", 'echo "$HOME" >&2']),

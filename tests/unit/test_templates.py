@@ -304,6 +304,15 @@ def _after(argv: list[str], marker: str) -> list[str]:
     return argv[argv.index(marker) + 1 :]
 
 
+def _launched(argv: list[str], python: str, *, ranks_per_node: int) -> list[str]:
+    """What the telemetry launch shim execs after starting the node's sampler: its own
+    options first, then ``--``, the python again, and the launcher's arguments."""
+    shim = ["-m", "ddp_tui.telemetry.launch", "--interval", "5"]
+    assert argv[:6] == [*shim, "--ranks-per-node", str(ranks_per_node)], argv
+    assert argv[6:8] == ["--", python], argv
+    return argv[8:]
+
+
 def test_single_node_script_hands_every_value_to_the_trainer_intact(
     tmp_path: Path, fake_bin: Path
 ) -> None:
@@ -323,7 +332,8 @@ def test_single_node_script_hands_every_value_to_the_trainer_intact(
     rc, out = job.run(DDP_TUI_SCHEDULER="local")
     assert rc == 0, out
     assert not pwned.exists()
-    (argv,) = job.argv("python")
+    (shim,) = job.argv("python")
+    argv = _launched(shim, "python3", ranks_per_node=2)
     assert argv[:6] == ["-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                         "--nproc-per-node=2", "-m"]  # fmt: skip
     assert _after(argv, "ddp_tui.trainer") == [
@@ -408,7 +418,11 @@ def test_srun_launcher_exports_master_addr_for_the_trainer(tmp_path: Path, fake_
     assert rc == 0, out
     assert "MASTER=n7:21234" in out
     (argv,) = job.argv("srun")
-    assert argv[argv.index("python3") + 1 :][:2] == ["-m", "ddp_tui.trainer"]
+    shim = argv[argv.index("python3") + 1 :]
+    assert _launched(shim, "python3", ranks_per_node=spec.gpus_per_node)[:2] == [
+        "-m",
+        "ddp_tui.trainer",
+    ]
 
 
 def test_launcher_exit_status_is_the_job_exit_status(tmp_path: Path, fake_bin: Path) -> None:

@@ -15,6 +15,7 @@ from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.remote.plan import SubmitPlan
 from ddp_tui.remote.scheduler import PartitionInfo
 from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
+from ddp_tui.resources import ResourceSummary
 from ddp_tui.spec import ExperimentSpec
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class ClusterAPI(Protocol):
     # -- diagnose --
     def diagnose(self, run_id: str) -> Diagnosis | None: ...
     def estimated_start(self, run_id: str) -> str: ...
+    def resources(self, run_id: str) -> ResourceSummary: ...
 
     # -- follow --
     def refresh(self, follow: str | None = None) -> Snapshot: ...

@@ -50,6 +50,7 @@ from ddp_tui.remote.runs import (
     RunStore,
     RunStoreError,
     new_run_id,
+    spec_nodes,
 )
 from ddp_tui.remote.scheduler import (
     AccountingUnavailable,
@@ -67,6 +68,7 @@ from ddp_tui.remote.view_building import (
     spec_of,
 )
 from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
+from ddp_tui.resources import ResourceSummary, summarize_samples
 from ddp_tui.spec import ExperimentSpec, FieldError
 
 if TYPE_CHECKING:
@@ -482,6 +484,12 @@ class Cluster:
         does not say). Asked only on demand: Slurm runs a backfill simulation for it."""
         job_id = latest_job_id(self._info(run_id))
         return self.scheduler.estimated_start(job_id) if job_id else ""
+
+    def resources(self, run_id: str) -> ResourceSummary:
+        """The run's resource telemetry summarised, from its files as they are now (one
+        batch of reads; an empty summary where it wrote none)."""
+        info = self._info(run_id)
+        return summarize_samples(self.store.read_telemetry(info.ref, spec_nodes(info.spec)))
 
     # -- control ------------------------------------------------------------------------
 

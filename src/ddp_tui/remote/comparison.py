@@ -8,24 +8,34 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from ddp_tui.remote.runs import RunInfo, RunRef, RunStore
-from ddp_tui.results import RunData, comparison_markdown, scaling_table, to_csv
+from ddp_tui.remote.runs import RunInfo, RunRef, RunStore, spec_nodes
+from ddp_tui.results import (
+    RunData,
+    comparison_markdown,
+    scaling_table,
+    summarize_samples,
+    to_csv,
+)
 
 
 def load_run(store: RunStore, run: RunRef | RunInfo) -> RunData:
-    """Read one run's spec, metrics and run.json through the store's executor."""
+    """Read one run's spec, metrics, run.json and telemetry through the store's executor
+    (``resources`` is None when the run wrote no telemetry)."""
     if isinstance(run, RunInfo):
         ref, spec_json = run.ref, dict(run.spec_json)
     else:
         ref, spec_json = run, store.read_spec(run)
     spec = spec_json.get("spec")
     group = spec_json.get("group")
+    spec = spec if isinstance(spec, Mapping) else {}
+    telemetry = store.read_telemetry(ref, spec_nodes(spec))
     return RunData(
         run_id=ref.run_id,
-        spec=spec if isinstance(spec, Mapping) else {},
+        spec=spec,
         metrics=store.read_metrics(ref),
         run_json=store.read_run_json(ref),
         group=group if isinstance(group, str) else None,
+        resources=summarize_samples(telemetry) if telemetry else None,
     )
 
 

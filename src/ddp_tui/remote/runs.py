@@ -18,6 +18,7 @@ from typing import Any
 
 import ddp_tui
 from ddp_tui.errors import DdpTuiError
+from ddp_tui.jobfiles import telemetry_file
 from ddp_tui.remote.executor import (
     Batch,
     CommandResult,
@@ -29,6 +30,7 @@ from ddp_tui.remote.executor import (
 from ddp_tui.remote.history import split_job_lines
 from ddp_tui.remote.snapshot import SnapshotManifest
 from ddp_tui.remote.tail import IncrementalFile, MetricsRow, parse_json_lines, parse_metrics_csv
+from ddp_tui.resources import parse_lines
 
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sbatch"
@@ -275,9 +277,9 @@ class RunStore:
 
     def code_files(self) -> list[tuple[str, str]]:
         """The job-side code every run gets, as (local path, arcname under ``code/``):
-        ``ddp_tui/__init__.py``, ``ddp_tui/trainer/``, and where they exist ``ddp_tui/jobfiles.py``
-        and
-        ``ddp_tui/scriptrun/`` with its reporting helper again as ``ddp_tui_report.py``.
+        ``ddp_tui/__init__.py``, ``ddp_tui/trainer/``, and where they exist ``ddp_tui/jobfiles.py``,
+        the resource sampler ``ddp_tui/telemetry/`` and ``ddp_tui/scriptrun/`` with its
+        reporting helper again as ``ddp_tui_report.py``.
         Not the rest of the package: the jobs need neither the app nor its dependencies."""
         src = self.code_source
         init = src / "__init__.py"
@@ -289,6 +291,9 @@ class RunStore:
         if jobfiles.is_file():
             files.append((str(jobfiles), "ddp_tui/jobfiles.py"))
         files += [(p, f"ddp_tui/trainer/{arc}") for p, arc in walk_files(trainer)]
+        telemetry = src / "telemetry"
+        if telemetry.is_dir():
+            files += [(p, f"ddp_tui/telemetry/{arc}") for p, arc in walk_files(telemetry)]
         scriptrun = src / "scriptrun"
         if scriptrun.is_dir():
             files += [(p, f"ddp_tui/scriptrun/{arc}") for p, arc in walk_files(scriptrun)]
@@ -452,6 +457,16 @@ class RunStore:
             return []
         return parse_metrics_csv(data.decode("utf-8", "replace"))
 
+    def read_telemetry(self, run: RunRef, nodes: int) -> list[dict[str, Any]]:
+        """Every line of ``telemetry/node-0..nodes-1.jsonl``, in one batch of reads; a node
+        without its file (no sampler there, or not yet) adds nothing."""
+        reads = [FileRead(run.file(telemetry_file(k))) for k in range(max(1, nodes))]
+        lines: list[dict[str, Any]] = []
+        for res in self.executor.run_batch(Batch(reads=reads)).reads:
+            if res.stat is not None:
+                lines += parse_lines(res.data.decode("utf-8", "replace"))
+        return lines
+
     def read_script(self, run: RunRef) -> str:
         return self.executor.read_range(run.file(SCRIPT_FILE)).decode("utf-8", "replace")
 
@@ -460,6 +475,13 @@ class RunStore:
         path = run.file(name)
         self.executor.write_atomic(path, text.encode())
         return path
+
+
+def spec_nodes(spec: Mapping[str, Any]) -> int:
+    """The spec's node count (1 where it says none, or nonsense): how many telemetry files
+    a run may have."""
+    nodes = spec.get("nodes")
+    return nodes if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 0 else 1
 
 
 def _load_json(data: bytes) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ hands them out (see docs/architecture.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.diagnosis.pending import pending_reason
@@ -17,6 +17,9 @@ from ddp_tui.preflight_report import PreflightSummary
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.verification import Check
 from ddp_tui.spec import ExperimentSpec
+
+if TYPE_CHECKING:
+    from ddp_tui.resources import ResourceView
 
 __all__ = ["Attempt", "Check", "Progress", "RunDetail", "RunView", "Snapshot"]
 
@@ -143,3 +146,5 @@ class RunDetail:
     #: The run's stall (while it is stalled), with the silent ranks named from
     #: :attr:`heartbeats`.
     stall: Stall | None = None
+    #: The run's resource telemetry (summary and plot series), when it changed.
+    resources: ResourceView | None = None

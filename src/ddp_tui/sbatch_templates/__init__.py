@@ -249,6 +249,7 @@ def _context(
     directives: list[str],
     requeue: bool,
     title: str,
+    telemetry_sec: int = 0,
 ) -> dict[str, Any]:
     s = spec
     if s.launcher == "srun":
@@ -267,6 +268,7 @@ def _context(
         "module": module,
         "arg_lines": _arg_lines(args),
         "requeue": requeue,
+        "telemetry_sec": telemetry_sec,
         "omp_threads": s.omp_threads,
         "nccl_env": list(s.nccl_env),
         "env_setup": list(s.env_setup),
@@ -292,6 +294,7 @@ def render_training(spec: ExperimentSpec, run_dir: str, *, checked: bool = False
         directives=sbatch_directives(spec, run_dir),
         requeue=spec.requeue,
         title="training",
+        telemetry_sec=spec.telemetry_sec,
     )
     return _ENV.get_template("training.sbatch.j2").render(ctx)
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ddp_tui.jobfiles import TELEMETRY_DEFAULT_SEC
 from ddp_tui.spec.convert import KIND_WORDS, is_int, json_type_ok
 from ddp_tui.spec.errors import FieldError, SpecError
 from ddp_tui.spec.fields import FieldSpec, describe, describe_fields
@@ -580,6 +581,17 @@ class ExperimentSpec:
         max_len=4096,
         hint="e.g. --compile",
         applies="trainer",
+    )
+    telemetry_sec: int = describe(
+        TELEMETRY_DEFAULT_SEC,
+        SECTION_ENV,
+        "Telemetry every (s)",
+        "how often each node records GPU and host memory and utilisation into telemetry/ "
+        "(Run detail's Resources tab); 0: not at all",
+        unit="s",
+        minimum=0,
+        maximum=3600,
+        hint="0: off",
     )
     nccl_env: tuple[tuple[str, str], ...] = describe(
         (),

@@ -60,8 +60,9 @@ DATASET_SHAPES: Final[dict[str, tuple[int, ...]]] = {
     "imagefolder": (3, -1, -1),  # loaded as RGB, resized to --image-size
     "tabular": (-1,),
 }
-#: A label, not part of the experiment: runs named differently still compare.
-LABEL_FIELDS: Final = ("name",)
+#: Not part of the experiment: runs named differently, or sampled for telemetry at another
+#: interval, still compare.
+LABEL_FIELDS: Final = ("name", "telemetry_sec")
 
 MAX_NODES: Final = 1024
 MAX_PROCS_PER_NODE: Final = 128

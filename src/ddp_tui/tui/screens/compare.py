@@ -75,6 +75,11 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("efficiency", "Efficiency"),
     ("final_val_metric", "Final val"),
     ("peak_mem_mib", "Peak MiB"),
+    # From the resource telemetry (per device / per node, the largest; util over all devices).
+    ("gpu_mem_peak_mib", "GPU peak MiB"),
+    ("gpu_mem_mode_mib", "GPU mode MiB"),
+    ("host_mem_peak_mib", "Host peak MiB"),
+    ("gpu_util_avg", "GPU util %"),
 )
 
 
@@ -102,7 +107,10 @@ def comparison_cells(row: dict[str, float | None]) -> list[Text | str]:
         value = row.get(key)
         return "-" if value is None else f"{value:.2f}x"
 
-    peak = row.get("peak_mem_mib")
+    def fixed(key: str, digits: int = 0) -> str:
+        value = row.get(key)
+        return "-" if value is None else f"{value:.{digits}f}"
+
     return [
         size(int(nodes), int(gpus)) if nodes is not None and gpus is not None else "-",
         integer("world_size"),
@@ -113,7 +121,11 @@ def comparison_cells(row: dict[str, float | None]) -> list[Text | str]:
         times("ideal_speedup"),
         eff,
         number(row.get("final_val_metric")),
-        "-" if peak is None else f"{peak:.0f}",
+        fixed("peak_mem_mib"),
+        fixed("gpu_mem_peak_mib"),
+        fixed("gpu_mem_mode_mib"),
+        fixed("host_mem_peak_mib"),
+        fixed("gpu_util_avg", 1),
     ]
 
 

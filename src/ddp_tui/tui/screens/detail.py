@@ -1,5 +1,5 @@
 """Run detail: summary, progress within the epoch, per-epoch metrics and plots, logs,
-verification checklist and accounting."""
+verification checklist and accounting, resource telemetry."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from ddp_tui.tui.messages import (
     RequestFailed,
 )
 from ddp_tui.tui.modals import checks_text
+from ddp_tui.tui.resources_pane import ResourcesPane
 from ddp_tui.tui.run_summary import METRIC_COLUMNS, metric_cell, progress_text, summary_text
 from ddp_tui.tui.screens.base import RUN_ACTION_BINDINGS, BaseScreen
 
@@ -61,6 +62,9 @@ class DetailScreen(BaseScreen):
         Binding("1", "tab('logs')", "Logs"),
         Binding("2", "tab('metrics')", "Metrics"),
         Binding("3", "tab('checks')", "Checks"),
+        # Not in the footer: at 120 columns it would push out the run's own keys (t, g);
+        # the tab bar names Resources and help lists 4.
+        Binding("4", "tab('resources')", "Resources", show=False),
         *RUN_ACTION_BINDINGS,
         # Shown only where they apply (check_action): the panel names them too.
         Binding("g", "evidence", "Evidence"),
@@ -105,6 +109,8 @@ class DetailScreen(BaseScreen):
                 yield Static(checks_text([]), id="checks-list")
                 yield Static("Accounting", classes="section")
                 yield Static(Text("Shown once the job has ended.", style="dim"), id="accounting")
+            with TabPane("Resources", id="resources"):
+                yield ResourcesPane(id="resources-pane")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -182,6 +188,8 @@ class DetailScreen(BaseScreen):
         if detail.heartbeats:
             self.panel.heartbeats = list(detail.heartbeats)
         self.panel.stall = detail.stall  # each read says whether it is (still) stalled
+        if detail.resources is not None:  # None: no news (the pane redraws only on a change)
+            self.query_one(ResourcesPane).show(detail.resources)
         if detail.accounting:
             self.accounting = detail.accounting
             self.query_one("#accounting", Static).update(Text(detail.accounting))

@@ -48,7 +48,7 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (
         "Run detail",
         (
-            ("1 2 3", "logs, metrics and plots, checks and accounting"),
+            ("1 2 3 4", "logs, metrics and plots, checks and accounting, resources"),
             ("f", "logs: follow on or off"),
             ("/  n  N", "logs: search, next, previous"),
             ("g", "diagnosis: show its evidence line in the log (again: the next)"),

@@ -1,0 +1,74 @@
+"""What ``ddp-tui resources RUN`` prints: a run's resource telemetry as a table, JSON or CSV.
+
+Apart from ``cli.py`` for length only: ``cli.py`` parses the arguments, finds the run and
+prints what this returns.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+
+from ddp_tui.resources import (
+    RESOURCE_TABLE_HEADER,
+    ResourceSummary,
+    empty_reason,
+    resources_table,
+)
+
+#: Columns of RESOURCE_TABLE_HEADER that hold text (left-aligned); the rest are numbers.
+_TEXT_COLUMNS = 3
+
+
+def aligned(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """``rows`` under ``header`` in columns: text left-aligned, numbers right-aligned."""
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return [
+        "  ".join(
+            cell.ljust(w) if i < _TEXT_COLUMNS else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in table
+    ]
+
+
+def resources_text(
+    summary: ResourceSummary,
+    *,
+    run_id: str,
+    job_id: str | None,
+    state: str,
+    telemetry_sec: int,
+    fmt: str = "table",
+) -> str:
+    """The output of ``ddp-tui resources``; ``fmt`` is ``"table"``, ``"json"`` or ``"csv"``.
+
+    ``state`` is the run's JobState value: with no samples, it says why there are none.
+    """
+    reason = empty_reason(telemetry_sec=telemetry_sec, state=state, summary=summary)
+    if fmt == "json":
+        doc = {"run_id": run_id, "state": state, "empty_reason": reason}
+        return json.dumps({**doc, **dataclasses.asdict(summary)}, indent=2) + "\n"
+    rows = resources_table(summary)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(RESOURCE_TABLE_HEADER)
+        writer.writerows(rows)
+        return out.getvalue()
+    head = f"{run_id} (job {job_id or '-'}): {state}"
+    if reason is not None:
+        return f"{head}\n{reason}\n"
+    first, last = summary.first_t, summary.last_t
+    span = (last - first) / 60.0 if first is not None and last is not None else 0.0
+    head += f", {summary.samples} samples over {span:.1f} min"
+    if summary.attempts:
+        head += ", attempts " + ", ".join(summary.attempts)
+    lines = [head, *aligned(RESOURCE_TABLE_HEADER, rows)]
+    if summary.gpu_sources:
+        lines.append("GPU source: " + ", ".join(summary.gpu_sources))
+    lines += [f"note: {note}" for note in summary.notes]
+    return "\n".join(lines) + "\n"
