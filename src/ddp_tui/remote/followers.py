@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ddp_tui.jobfiles import telemetry_file
 from ddp_tui.remote.executor import FileRead, ReadResult
 from ddp_tui.remote.runs import (
     METRICS_FILE,
@@ -21,8 +22,9 @@ from ddp_tui.remote.runs import (
     RunRef,
     attempt_logs,
 )
-from ddp_tui.remote.tail import LogReader, MetricsReader, ProgressReader
+from ddp_tui.remote.tail import JsonLinesReader, LogReader, MetricsReader, ProgressReader
 from ddp_tui.remote.views import RunDetail
+from ddp_tui.resources import ResourceAccumulator, ResourceView
 
 
 class Feedable(Protocol):
@@ -87,17 +89,77 @@ class TableReaders:
         return self._readers
 
 
-class Follower:
-    """The followed run's logs (of its latest attempt), metrics and progress."""
+class _TelemetryFile(JsonLinesReader):
+    """One node's ``telemetry/node-K.jsonl``, its samples fed to the run's accumulator."""
 
-    def __init__(self, ref: RunRef, job_id: str | None) -> None:
+    def __init__(self, path: str, owner: TelemetryReaders) -> None:
+        super().__init__(path)
+        self.owner = owner
+
+    def _restart(self) -> None:
+        super()._restart()
+        self.owner.restart(self)
+
+    def settle(self) -> None:
+        """Take a reset made by the owner as seen, so that it does not restart the owner
+        again (each file's restart would otherwise reset all the others, without end)."""
+        self._generation = self.file.generation
+
+    def _parse(self, lines: list[str]) -> list[dict[str, Any]]:
+        new = super()._parse(lines)
+        if new:
+            self.owner.accumulator.add_all(new)
+            self.owner.version += 1
+        return new
+
+
+class TelemetryReaders:
+    """Every node's telemetry file of one run, read from byte 0 and incrementally into one
+    bounded accumulator: the Resources tab's summaries and plots cost the new lines only."""
+
+    def __init__(self, ref: RunRef, nodes: int) -> None:
+        self.files = [_TelemetryFile(ref.file(telemetry_file(k)), self) for k in range(nodes)]
+        self.accumulator = ResourceAccumulator()
+        #: Bumped when lines arrive; with the state, says whether the view changed.
+        self.version = 0
+        self._shown: tuple[int, str, int] | None = None
+
+    def restart(self, restarted: _TelemetryFile) -> None:
+        """A file was truncated or replaced: the totals start again, from every file's start."""
+        self.accumulator = ResourceAccumulator()
+        self.version += 1
+        for f in self.files:
+            if f is not restarted:
+                f.file.reset()
+                f.file.needs_reread = True
+                f.settle()
+
+
+    def view(self, *, telemetry_sec: int, state: str) -> ResourceView | None:
+        """The view when something changed since the last call, else None (no news)."""
+        key = (self.version, state, telemetry_sec)
+        if key == self._shown:
+            return None
+        self._shown = key
+        return self.accumulator.view(telemetry_sec=telemetry_sec, state=state)
+
+
+class Follower:
+    """The followed run's logs (of its latest attempt), metrics, progress and telemetry."""
+
+    def __init__(self, ref: RunRef, job_id: str | None, *, nodes: int = 1) -> None:
         self.job_id = job_id
         out, err = attempt_logs(job_id or "none")
         self.out = LogReader(ref.file(out))
         self.err = LogReader(ref.file(err))
         self.metrics = MetricsReader(ref.file(METRICS_FILE))
         self.progress = ProgressReader(ref.file(PROGRESS_FILE))
+        self.telemetry = TelemetryReaders(ref, nodes)
         self.accounting: str | None = None
+
+    def readers(self) -> list[Feedable]:
+        """Every file a follow reads, in the order their results come back."""
+        return [self.out, self.err, self.metrics, self.progress, *self.telemetry.files]
 
 
 class FollowPass:
@@ -111,7 +173,7 @@ class FollowPass:
         self.detail = detail
         self.gens = gens
         f = follower
-        self.pending: list[Feedable] = [f.out, f.err, f.metrics, f.progress]
+        self.pending: list[Feedable] = f.readers()
         self._run_json = FileRead(ref.file(RUN_JSON))
         #: Each rank's heartbeat file, read in the first round only (a stalled run's
         #: silent ranks; set by the facade for running trainer runs).
@@ -137,4 +199,4 @@ class FollowPass:
         if self._round == 0:
             self.heartbeats = list(reads[n + 1 :])
         self._round += 1
-        self.pending = [r for r in (f.out, f.err, f.metrics, f.progress) if r.needs_reread]
+        self.pending = [r for r in f.readers() if r.needs_reread]

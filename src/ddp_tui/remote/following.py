@@ -50,7 +50,9 @@ class Following:
         f = self._followers.get(run_id)
         fresh = f is None or f.job_id != job_id
         if f is None or fresh:
-            f = self._followers[run_id] = Follower(info.ref, job_id)
+            # A preflight job samples nothing; a training run's nodes each write a file.
+            nodes = self.table.spec_of(info).nodes if info.kind == "train" else 0
+            f = self._followers[run_id] = Follower(info.ref, job_id, nodes=nodes)
         detail = RunDetail(run_id, out_reset=fresh, err_reset=fresh)
         fpass = FollowPass(info.ref, f, detail, (f.out.generation, f.err.generation))
         status = self.states.status_of(info)
@@ -82,6 +84,10 @@ class Following:
         detail.metrics = list(f.metrics.rows)
         detail.progress = progress_of(f.progress.latest)
         detail.heartbeats = heartbeats_of(fpass.heartbeats)
+        if info.kind == "train":
+            state = view.state.value if view is not None else JobState.UNKNOWN.value
+            sec = self.table.spec_of(info).telemetry_sec
+            detail.resources = f.telemetry.view(telemetry_sec=sec, state=state)
         if view is not None and view.stall is not None:
             detail.stall = self._named_stall(view, view.stall, detail)
         job_id = f.job_id
