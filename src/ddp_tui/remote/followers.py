@@ -134,7 +134,6 @@ class TelemetryReaders:
                 f.file.needs_reread = True
                 f.settle()
 
-
     def view(self, *, telemetry_sec: int, state: str) -> ResourceView | None:
         """The view when something changed since the last call, else None (no news)."""
         key = (self.version, state, telemetry_sec)
