@@ -1,4 +1,5 @@
-"""Take the README's screenshots of the four screens from a real session.
+"""Take the README's screenshots of the four screens (and Run detail's tabs) from a real
+session.
 
 A real sweep (1 and 2 CPU processes) runs on the embedded local scheduler with the real
 trainer, and a user's own tutorial-style script (the tests' ``tutorial_ddp.py``) with 2
@@ -60,6 +61,8 @@ def _sweep(root: Path) -> None:
         epochs=4,
         batch_per_gpu=32,
         workers=0,
+        # A sample a second, so that a run of seconds still draws the Resources tab's plots.
+        telemetry_sec=1,
         python=sys.executable,
     )
     views += cluster.submit_plans(cluster.plan_sweep(spec, [1, 2], dimension="gpus"))
@@ -98,6 +101,9 @@ async def _shoot(root: Path, out: Path) -> None:
         await pilot.press("2")
         await asyncio.sleep(1.5)
         app.save_screenshot("detail.svg", str(out))
+        await pilot.press("4")
+        await asyncio.sleep(1.5)
+        app.save_screenshot("detail_resources.svg", str(out))
         await pilot.press("escape")
         await asyncio.sleep(0.5)
         await pilot.press("s")

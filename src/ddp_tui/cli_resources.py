@@ -14,6 +14,7 @@ import json
 from ddp_tui.resources import (
     RESOURCE_TABLE_HEADER,
     ResourceSummary,
+    attempts_text,
     empty_reason,
     resources_table,
 )
@@ -66,7 +67,7 @@ def resources_text(
     span = (last - first) / 60.0 if first is not None and last is not None else 0.0
     head += f", {summary.samples} samples over {span:.1f} min"
     if summary.attempts:
-        head += ", attempts " + ", ".join(summary.attempts)
+        head += ", " + attempts_text(summary.attempts)
     lines = [head, *aligned(RESOURCE_TABLE_HEADER, rows)]
     if summary.gpu_sources:
         lines.append("GPU source: " + ", ".join(summary.gpu_sources))

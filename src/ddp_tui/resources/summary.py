@@ -174,3 +174,12 @@ def resources_table(summary: ResourceSummary) -> list[tuple[str, ...]]:
         rows.append(((d.node, d.host, d.index), (what, d.host, d.ranks, *memory, *usage)))
     rows.sort(key=lambda r: r[0])
     return [cells for _, cells in rows]
+
+
+def attempts_text(attempts: tuple[str, ...]) -> str:
+    """Which attempts sampled, e.g. ``sampled by job 7`` or ``sampled by jobs 7, 7.1`` (7.1:
+    job 7 after its first requeue); "" when none did."""
+    if not attempts:
+        return ""
+    word = "job" if len(attempts) == 1 else "jobs"
+    return f"sampled by {word} " + ", ".join(attempts)

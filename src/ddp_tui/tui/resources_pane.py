@@ -22,6 +22,7 @@ from ddp_tui.resources import (
     RESOURCE_TABLE_HEADER,
     ResourceView,
     Series,
+    attempts_text,
     idle_devices,
     resources_table,
 )
@@ -71,7 +72,7 @@ def status_text(view: ResourceView | None) -> Text:
         )
         line = f"{summary.samples} samples over {span}, every {view.interval_sec}s"
         if summary.attempts:
-            line += "; attempts " + ", ".join(summary.attempts)
+            line += "; " + attempts_text(summary.attempts)
         if summary.gpu_sources:
             line += "; GPU source " + ", ".join(summary.gpu_sources)
         if not summary.devices:
