@@ -1,5 +1,5 @@
 """The telemetry columns of the scaling comparison, from hand-written sampler lines: the
-summaries (results.summarize, scaling_table), the store's read of ``telemetry/node-K.jsonl``
+summaries (results.summarize, scaling_table), the facade's cached read of ``telemetry/node-K.jsonl``
 and the Markdown/CSV exports that carry them."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pytest
 from ddp_tui.jobfiles import telemetry_file
 from ddp_tui.remote.comparison import export_comparison, load_run
 from ddp_tui.remote.executor import Batch, BatchResult, LocalExecutor
-from ddp_tui.remote.runs import RunStore
+from ddp_tui.remote.followers import TELEMETRY_RUNS_KEPT, TelemetryCache
+from ddp_tui.remote.runs import RunRef, RunStore
 from ddp_tui.results import (
     SCALING_COLUMNS,
     ResourceSummary,
@@ -129,7 +130,9 @@ def _write(path: Path, lines: list[dict[str, Any]], tail: str = "") -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines) + tail)
 
 
-def test_read_telemetry_reads_every_node_file_in_one_batch(tmp_path: Path) -> None:
+def test_the_telemetry_cache_reads_every_node_file_in_one_batch_then_only_new_bytes(
+    tmp_path: Path,
+) -> None:
     executor = CountingExecutor()
     store = _store(tmp_path, executor)
     ref = store.create_run(spec(3, 1), "three", "#!/bin/bash\n")
@@ -137,18 +140,65 @@ def test_read_telemetry_reads_every_node_file_in_one_batch(tmp_path: Path) -> No
     _write(run_dir / telemetry_file(0), [host(0, 100), gpu(0, 1000)], tail='{"t": 1, "ki')
     # Node 1 has no file (its sampler never started); node 2 has one line.
     _write(run_dir / telemetry_file(2), [host(3, 200, node=2, on="n3")])
+    cache = TelemetryCache(executor)
     executor.batches.clear()
-    lines = store.read_telemetry(ref, 3)
+    summary = cache.readers(ref, 3).accumulator.summary()
     assert len(executor.batches) == 1
     assert [r.path for r in executor.batches[0].reads] == [
         ref.file(f"telemetry/node-{k}.jsonl") for k in range(3)
     ]
-    assert [(line["kind"], line["node"]) for line in lines] == [
-        ("host", 0),
-        ("gpu", 0),
-        ("host", 2),
+    assert [(h.node, h.memory.peak) for h in summary.hosts] == [(0, 100), (2, 200)]
+    assert [(d.node, d.memory.peak) for d in summary.devices] == [(0, 1000)]
+    # The next call asks each file from where the last one stopped (the held-back partial
+    # line included), and counts the new line once.
+    offsets = [r.offset for r in executor.batches[0].reads]
+    with (run_dir / telemetry_file(2)).open("a") as f:
+        f.write(json.dumps(host(8, 300, node=2, on="n3")) + "\n")
+    executor.batches.clear()
+    summary = cache.readers(ref, 3).accumulator.summary()
+    assert len(executor.batches) == 1
+    assert [r.offset for r in executor.batches[0].reads][2] > offsets[2]
+    assert [(h.node, h.memory.count, h.memory.peak) for h in summary.hosts] == [
+        (0, 1, 100),
+        (2, 2, 300),
     ]
-    assert store.read_telemetry(store.create_run(spec(1, 1), "none", "#!/bin/bash\n"), 1) == []
+    empty = store.create_run(spec(1, 1), "none", "#!/bin/bash\n")
+    assert cache.readers(empty, 1).accumulator.summary().empty
+
+
+def test_the_telemetry_cache_keeps_a_bounded_number_of_runs(tmp_path: Path) -> None:
+    cache = TelemetryCache(LocalExecutor())
+    # Runs without files: what is kept is the readers, read or not.
+    refs = [RunRef(f"r{i}", str(tmp_path / f"r{i}")) for i in range(TELEMETRY_RUNS_KEPT + 1)]
+    first = cache.readers(refs[0], 1)
+    assert cache.readers(refs[0], 1) is first  # kept while there is room
+    for ref in refs[1:]:
+        cache.readers(ref, 1)
+    # refs[0] was the least recently used when the cache overflowed: its state was dropped.
+    assert cache.readers(refs[0], 1) is not first
+    assert len(cache._runs) == TELEMETRY_RUNS_KEPT
+
+
+def test_a_truncated_telemetry_file_restarts_the_totals_from_every_file_once(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path, LocalExecutor())
+    ref = store.create_run(spec(2, 1), "two", "#!/bin/bash\n")
+    run_dir = Path(ref.path)
+    _write(run_dir / telemetry_file(0), [host(0, 100), host(5, 150)])
+    _write(run_dir / telemetry_file(1), [host(0, 200, node=1, on="n2")])
+    cache = TelemetryCache(store.executor)
+    assert cache.readers(ref, 2).accumulator.summary().samples == 3
+    # Node 0's file replaced by a shorter one (a file system restored, a hand edit): its old
+    # lines must not count, and node 1's must count once, not twice.
+    _write(run_dir / telemetry_file(0), [host(9, 120)])
+    summary = cache.readers(ref, 2).accumulator.summary()
+    assert [(h.node, h.memory.count, h.memory.peak) for h in summary.hosts] == [
+        (0, 1, 120),
+        (1, 1, 200),
+    ]
+    # And it settles: the next call reads nothing new and changes nothing.
+    assert cache.readers(ref, 2).accumulator.summary() == summary
 
 
 def test_load_run_and_the_exported_comparison_carry_the_telemetry(tmp_path: Path) -> None:

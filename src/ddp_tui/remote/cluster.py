@@ -24,7 +24,7 @@ from ddp_tui.remote.diagnosing import (
     stall_note,
 )
 from ddp_tui.remote.executor import Batch, Executor, ExecutorError, ReadResult
-from ddp_tui.remote.followers import FollowPass
+from ddp_tui.remote.followers import FollowPass, TelemetryCache
 from ddp_tui.remote.following import Following
 from ddp_tui.remote.history import LOST_GRACE_SEC
 from ddp_tui.remote.plan import (
@@ -68,7 +68,7 @@ from ddp_tui.remote.view_building import (
     spec_of,
 )
 from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
-from ddp_tui.resources import ResourceSummary, summarize_samples
+from ddp_tui.resources import ResourceSummary
 from ddp_tui.spec import ExperimentSpec, FieldError
 
 if TYPE_CHECKING:
@@ -112,6 +112,8 @@ class Cluster:
             self.table.diagnoses_per_refresh = DIAGNOSES_PER_REFRESH
         self._stall_cancelled: set[str] = set()  # job ids cancelled here for a stall
         self.following = Following(executor, scheduler, store, self.states, self.table)
+        #: Runs' telemetry kept read for Compare and `resources` (new bytes only, each call).
+        self.telemetry = TelemetryCache(executor)
         self._connection = "ok"
         self._infos: list[RunInfo] = []
         self._listed = False
@@ -489,7 +491,7 @@ class Cluster:
         """The run's resource telemetry summarised, from its files as they are now (one
         batch of reads; an empty summary where it wrote none)."""
         info = self._info(run_id)
-        return summarize_samples(self.store.read_telemetry(info.ref, spec_nodes(info.spec)))
+        return self.telemetry.readers(info.ref, spec_nodes(info.spec)).accumulator.summary()
 
     # -- control ------------------------------------------------------------------------
 
@@ -567,13 +569,13 @@ class Cluster:
         from ddp_tui.remote.comparison import load_group  # pandas, only when comparing
         from ddp_tui.results import scaling_table
 
-        return scaling_table(load_group(self.store, group))
+        return scaling_table(load_group(self.store, group, self.telemetry))
 
     def export_comparison(self, group: str) -> list[str]:
         """Write the group's comparison (Markdown and CSV) next to the runs; their paths."""
         from ddp_tui.remote.comparison import export_comparison
 
-        return export_comparison(self.store, group)
+        return export_comparison(self.store, group, telemetry=self.telemetry)
 
     def close(self) -> None:
         self.executor.close()

@@ -8,19 +8,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from ddp_tui.remote.followers import TelemetryCache
 from ddp_tui.remote.runs import RunInfo, RunRef, RunStore, spec_nodes
-from ddp_tui.results import (
-    RunData,
-    comparison_markdown,
-    scaling_table,
-    summarize_samples,
-    to_csv,
-)
+from ddp_tui.results import RunData, comparison_markdown, scaling_table, to_csv
 
 
-def load_run(store: RunStore, run: RunRef | RunInfo) -> RunData:
+def load_run(
+    store: RunStore, run: RunRef | RunInfo, telemetry: TelemetryCache | None = None
+) -> RunData:
     """Read one run's spec, metrics, run.json and telemetry through the store's executor
-    (``resources`` is None when the run wrote no telemetry)."""
+    (``resources`` is None when the run wrote no telemetry). ``telemetry`` keeps runs' files
+    read between calls; without it they are read whole."""
     if isinstance(run, RunInfo):
         ref, spec_json = run.ref, dict(run.spec_json)
     else:
@@ -28,20 +26,23 @@ def load_run(store: RunStore, run: RunRef | RunInfo) -> RunData:
     spec = spec_json.get("spec")
     group = spec_json.get("group")
     spec = spec if isinstance(spec, Mapping) else {}
-    telemetry = store.read_telemetry(ref, spec_nodes(spec))
+    readers = (telemetry or TelemetryCache(store.executor)).readers(ref, spec_nodes(spec))
+    summary = readers.accumulator.summary()
     return RunData(
         run_id=ref.run_id,
         spec=spec,
         metrics=store.read_metrics(ref),
         run_json=store.read_run_json(ref),
         group=group if isinstance(group, str) else None,
-        resources=summarize_samples(telemetry) if telemetry else None,
+        resources=None if summary.empty else summary,
     )
 
 
-def load_group(store: RunStore, group: str) -> list[RunData]:
+def load_group(
+    store: RunStore, group: str, telemetry: TelemetryCache | None = None
+) -> list[RunData]:
     """Every run of a comparison group."""
-    return [load_run(store, info) for info in store.list_runs() if info.group == group]
+    return [load_run(store, info, telemetry) for info in store.list_runs() if info.group == group]
 
 
 def _safe_dir_name(group: str) -> str:
@@ -54,13 +55,14 @@ def export_comparison(
     *,
     runs: Sequence[RunData] | None = None,
     out_dir: str | None = None,
+    telemetry: TelemetryCache | None = None,
 ) -> list[str]:
     """Write ``comparison.md`` and ``comparison.csv`` for ``group``; returns their paths.
 
     By default they go to ``<runs_root>/comparisons/<group>/`` on the store's machine.
     """
     if runs is None:
-        runs = load_group(store, group)
+        runs = load_group(store, group, telemetry)
     df = scaling_table(runs)
     out_dir = out_dir or f"{store.root.rstrip('/')}/comparisons/{_safe_dir_name(group)}"
     store.executor.makedirs(out_dir)

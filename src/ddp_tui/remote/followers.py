@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ddp_tui.jobfiles import telemetry_file
-from ddp_tui.remote.executor import FileRead, ReadResult
+from ddp_tui.remote.executor import Batch, Executor, FileRead, ReadResult
 from ddp_tui.remote.runs import (
     METRICS_FILE,
     PREFLIGHT_FILE,
@@ -141,6 +141,44 @@ class TelemetryReaders:
             return None
         self._shown = key
         return self.accumulator.view(telemetry_sec=telemetry_sec, state=state)
+
+
+#: Runs whose telemetry :class:`TelemetryCache` keeps read (the oldest used goes first).
+TELEMETRY_RUNS_KEPT = 64
+#: Batches one catch-up may take (each reads up to 4 MiB per file).
+_CATCH_UP_ROUNDS = 64
+
+
+class TelemetryCache:
+    """Runs' telemetry, kept read between calls: Compare recomputes as a group's runs
+    progress, and a long GPU job's files run to megabytes, so each call reads only the bytes
+    that arrived since the last (a run read for the first time is read whole, in 4 MiB
+    steps). At most :data:`TELEMETRY_RUNS_KEPT` runs are kept."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self._runs: dict[str, TelemetryReaders] = {}
+
+    def readers(self, ref: RunRef, nodes: int) -> TelemetryReaders:
+        """The run's readers, brought up to date with its files."""
+        readers = self._runs.pop(ref.run_id, None)
+        if readers is None or len(readers.files) != nodes:
+            readers = TelemetryReaders(ref, nodes)
+        self._runs[ref.run_id] = readers  # now the most recently used
+        while len(self._runs) > TELEMETRY_RUNS_KEPT:
+            del self._runs[next(iter(self._runs))]
+        pending: list[_TelemetryFile] = list(readers.files)
+        for _ in range(_CATCH_UP_ROUNDS):
+            if not pending:
+                break
+            results = self.executor.run_batch(Batch(reads=[f.request() for f in pending])).reads
+            behind = []
+            for f, res in zip(pending, results, strict=True):
+                f.read_new(res)
+                if f.needs_reread or (res.stat is not None and res.stat.size > f.file.offset):
+                    behind.append(f)
+            pending = behind
+        return readers
 
 
 class Follower:

@@ -18,7 +18,6 @@ from typing import Any
 
 import ddp_tui
 from ddp_tui.errors import DdpTuiError
-from ddp_tui.jobfiles import telemetry_file
 from ddp_tui.remote.executor import (
     Batch,
     CommandResult,
@@ -30,7 +29,6 @@ from ddp_tui.remote.executor import (
 from ddp_tui.remote.history import split_job_lines
 from ddp_tui.remote.snapshot import SnapshotManifest
 from ddp_tui.remote.tail import IncrementalFile, MetricsRow, parse_json_lines, parse_metrics_csv
-from ddp_tui.resources import parse_lines
 
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sbatch"
@@ -456,16 +454,6 @@ class RunStore:
         except FileNotFoundError:
             return []
         return parse_metrics_csv(data.decode("utf-8", "replace"))
-
-    def read_telemetry(self, run: RunRef, nodes: int) -> list[dict[str, Any]]:
-        """Every line of ``telemetry/node-0..nodes-1.jsonl``, in one batch of reads; a node
-        without its file (no sampler there, or not yet) adds nothing."""
-        reads = [FileRead(run.file(telemetry_file(k))) for k in range(max(1, nodes))]
-        lines: list[dict[str, Any]] = []
-        for res in self.executor.run_batch(Batch(reads=reads)).reads:
-            if res.stat is not None:
-                lines += parse_lines(res.data.decode("utf-8", "replace"))
-        return lines
 
     def read_script(self, run: RunRef) -> str:
         return self.executor.read_range(run.file(SCRIPT_FILE)).decode("utf-8", "replace")
