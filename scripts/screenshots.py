@@ -48,6 +48,9 @@ def _sweep(root: Path) -> None:
         name="crashes", script_args="--epochs 4 --crash-at-epoch 2", metrics="auto"
     )
     views = [cluster.submit(cluster.plan(crash))]
+    # Run ids start with the second they were made in, and the table lists the newest first:
+    # a second apart, the crashed run stays the last row.
+    time.sleep(1.1)
     spec = ExperimentSpec(
         name="cnn-sweep",
         model="simple_cnn",

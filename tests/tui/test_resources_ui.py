@@ -174,7 +174,7 @@ async def test_fake_compare_shows_the_telemetry_columns() -> None:
         )
         table = app.screen.query_one("#compare-table", DataTable)
         labels = [str(c.label) for c in table.columns.values()]
-        assert labels[-4:] == ["GPU peak MiB", "GPU mode MiB", "Host peak MiB", "GPU util %"]
+        assert labels[-4:] == ["GPU peak", "GPU mode", "Host peak", "GPU util%"]
         without, with_ = (table.get_row_at(i)[-4:] for i in range(2))
         assert without == ["-", "-", "-", "-"]  # NaN: no telemetry
         summary = summarize_samples(telemetry_lines())

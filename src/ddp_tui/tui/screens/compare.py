@@ -76,10 +76,11 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("final_val_metric", "Final val"),
     ("peak_mem_mib", "Peak MiB"),
     # From the resource telemetry (per device / per node, the largest; util over all devices).
-    ("gpu_mem_peak_mib", "GPU peak MiB"),
-    ("gpu_mem_mode_mib", "GPU mode MiB"),
-    ("host_mem_peak_mib", "Host peak MiB"),
-    ("gpu_util_avg", "GPU util %"),
+    # MiB like Peak MiB; short labels, so that the table fits 132 columns.
+    ("gpu_mem_peak_mib", "GPU peak"),
+    ("gpu_mem_mode_mib", "GPU mode"),
+    ("host_mem_peak_mib", "Host peak"),
+    ("gpu_util_avg", "GPU util%"),
 )
 
 
