@@ -70,6 +70,11 @@ def of_kind(lines: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [line for line in lines if line["kind"] == kind]
 
 
+def host_samples_since(since: float, n: int) -> Callable[[list[dict[str, Any]]], bool]:
+    """Whether lines hold ``n`` host samples taken at or after ``since`` (epoch seconds)."""
+    return lambda lines: len([h for h in of_kind(lines, "host") if h["t"] >= since]) >= n
+
+
 def wait_lines(
     cluster: Cluster,
     run: RunView,
@@ -153,6 +158,7 @@ def compare_row(cluster: Cluster, run: RunView) -> dict[str, Any]:
     assert run.group
     table = cluster.compare(run.group)
     assert list(table.index) == [run.run_id], table
+    assert all(table[c].dtype == "float64" for c in (*GPU_COLUMNS, "host_mem_peak_mib"))
     return {col: table[col].iloc[0] for col in table.columns}
 
 
@@ -178,7 +184,7 @@ def test_a_trainers_samples_follow_the_contract_and_every_summary_agrees(
     lines = wait_lines(
         cluster,
         run,
-        lambda ls: len([h for h in of_kind(ls, "host") if h["t"] >= parked_at]) >= 3,
+        host_samples_since(parked_at, 3),
         "three host samples of the held trainer",
     )
     assert_contract(lines, job=run.job_id)
@@ -190,7 +196,7 @@ def test_a_trainers_samples_follow_the_contract_and_every_summary_agrees(
     assert "cpu_pct" not in hosts[0] and all("cpu_pct" in h for h in hosts[1:]), hosts[:2]
     parked = [h for h in hosts if h["t"] >= parked_at]
     # The trainer waits: its processes (torchrun and the rank) are there to be counted.
-    assert all(h["rss_mib"] > 0 and h["procs"] >= 1 and h["ranks"] == "0" for h in parked), parked
+    assert all(h["rss_mib"] > 0 and h["procs"] >= 2 and h["ranks"] == "0" for h in parked), parked
 
     # Running: the facade's summary is the one of the file's lines, exactly.
     summary, seen = resources_and_lines(cluster, run.run_id, [node_file(run)])
@@ -214,8 +220,6 @@ def test_a_trainers_samples_follow_the_contract_and_every_summary_agrees(
 
     # Compare: the host peak is the summary's; a CPU run has no GPU numbers.
     row = compare_row(cluster, done)
-    table = cluster.compare(done.group or "")
-    assert all(table[c].dtype == "float64" for c in (*GPU_COLUMNS, "host_mem_peak_mib"))
     assert row["host_mem_peak_mib"] == final.host_mem_peak_mib
     assert all(math.isnan(row[c]) for c in GPU_COLUMNS), {c: row[c] for c in GPU_COLUMNS}
 
@@ -254,7 +258,7 @@ def test_the_run_detail_follow_shows_a_running_runs_samples(tmp_path: Path, hold
         wait_lines(
             cluster,
             run,
-            lambda ls, n=wanted: len([h for h in of_kind(ls, "host") if h["t"] >= parked_at]) >= n,
+            host_samples_since(parked_at, wanted),
             f"{wanted} host samples of the held trainer",
         )
         view, lines = follow_view(cluster, run)
@@ -309,16 +313,18 @@ def test_a_users_two_process_script_is_sampled_with_both_ranks(tmp_path: Path, h
     run = cluster.submit(cluster.plan(spec))
     assert run.job_id is not None
     wait_for(cluster, run.run_id, lambda v: v.epochs_done >= 1 or v.state in ENDED, "epoch 1", 240)
+    held_at = time.time()  # from here both ranks wait (this machine's clock is the sampler's)
     lines = wait_lines(
         cluster,
         run,
-        lambda ls: any(h["ranks"] == "0-1" for h in of_kind(ls, "host")),
-        "a host sample naming both ranks",
+        host_samples_since(held_at, 2),
+        "two host samples of the held ranks",
     )
     assert_contract(lines, job=run.job_id)
-    both = [h for h in of_kind(lines, "host") if h["ranks"] == "0-1"]
-    # torchrun and the two ranks (and the wrapper's own processes) are counted.
-    assert all(h["rss_mib"] > 0 and h["procs"] >= 2 for h in both), both
+    held = [h for h in of_kind(lines, "host") if h["t"] >= held_at]
+    # torchrun and the two ranks are counted, and the ranks named.
+    assert all(h["ranks"] == "0-1" for h in held), held
+    assert all(h["rss_mib"] > 0 and h["procs"] >= 3 for h in held), held
     hold.release()
     done = wait_state(cluster, run.run_id, *ENDED, timeout=240)
     assert done.state is JobState.COMPLETED, done.state
