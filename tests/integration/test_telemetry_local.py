@@ -12,6 +12,8 @@ the CLI (``ddp-tui resources --json``) what they make of it.
   Compare and the CLI show the same peak, the GPU columns empty (a CPU run);
 - the Run detail follow of a running run carries the same summary, and its series;
 - telemetry off (``telemetry_sec=0``): no directory, and the empty reason says it is off;
+- a sampler that cannot write (a file where its directory goes): the job completes, and the
+  empty reason says no telemetry was written;
 - a user's 2-process script, held after its first epoch: its host samples name ranks ``0-1``.
 
 A job is held where a test reads it by construction; the timeouts only bound a hang. The
@@ -294,6 +296,29 @@ def test_telemetry_off_writes_nothing_and_says_so(tmp_path: Path) -> None:
     assert detail.resources.summary.empty
     assert detail.resources.empty_reason and "off" in detail.resources.empty_reason
     assert not detail.resources.running and detail.resources.interval_sec == 0
+
+
+def test_a_sampler_that_cannot_write_never_fails_the_job_and_the_tab_says_why(
+    tmp_path: Path, hold: Hold
+) -> None:
+    cluster = open_cluster(tmp_path)
+    # Held before the launcher (so before the sampler), while the test puts a plain file
+    # where the sampler's directory goes: every write of the sampler then fails (as root,
+    # permissions cannot make it fail; a file in the way can).
+    run = cluster.submit(cluster.plan(hold.running(tiny_spec(name="unwritable", telemetry_sec=1))))
+    wait_state(cluster, run.run_id, JobState.RUNNING, timeout=120)
+    blocker = Path(run.run_dir) / TELEMETRY_DIR
+    blocker.write_text("in the way\n")
+    hold.release()
+    done = wait_state(cluster, run.run_id, *ENDED, timeout=240)
+    assert done.state is JobState.COMPLETED, done.state
+    assert blocker.read_text() == "in the way\n"
+    summary = cluster.resources(run.run_id)
+    assert summary.empty
+    detail = cluster.refresh(follow=run.run_id).detail
+    assert detail is not None and detail.resources is not None
+    reason = detail.resources.empty_reason
+    assert reason and "wrote no telemetry" in reason and "could not start" in reason, reason
 
 
 # -- a user's script ------------------------------------------------------------------------
