@@ -30,27 +30,21 @@ def _option(argv: Sequence[str], name: str, default: str) -> str:
 
 def sampler_command(argv: Sequence[str], env: dict[str, str]) -> list[str] | None:
     """The sampler's command line for this task, or None when this task starts none (not
-    the node's first task, or an interval of 0)."""
+    the node's first task, or an interval of 0). The sampler reads its node, job and restart
+    from the same environment (``SLURM_NODEID``, ``SLURM_JOB_ID``, ``SLURM_RESTART_COUNT``)."""
     interval = _option(argv, "--interval", "0")
     if env.get("SLURM_LOCALID", "0") != "0" or interval in ("0", ""):
         return None
-    run_dir = env.get("DDP_TUI_RUN_DIR") or os.getcwd()
     return [
         sys.executable,
         "-m",
         "ddp_tui.telemetry",
         "--run-dir",
-        run_dir,
+        env.get("DDP_TUI_RUN_DIR") or os.getcwd(),
         "--interval",
         interval,
-        "--node",
-        env.get("SLURM_NODEID", "0"),
         "--ranks-per-node",
         _option(argv, "--ranks-per-node", "1"),
-        "--job",
-        env.get("SLURM_JOB_ID") or env.get("DDP_TUI_JOB_ID", "0"),
-        "--restart",
-        env.get("SLURM_RESTART_COUNT", "0"),
     ]
 
 
