@@ -69,6 +69,22 @@ def csv_cell(value: Any) -> str:
     return str(value)
 
 
+def json_objects(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """The JSON objects among a ``.jsonl`` file's ``lines``; blank, broken and non-object
+    lines are skipped (a writer killed mid-line must not stop its readers)."""
+    out: list[dict[str, Any]] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Replace ``path`` with ``data`` in one rename, so a reader never sees half a file."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

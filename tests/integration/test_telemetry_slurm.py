@@ -29,6 +29,7 @@ from ddp_tui.remote.views import RunView
 from ddp_tui.spec import ExperimentSpec
 from tests.helpers.hold import Hold
 from tests.integration.story import tiny_spec, wait_for, wait_state
+from tests.integration.test_diagnosis_slurm import ENDED
 from tests.integration.test_telemetry_local import (
     assert_contract,
     node_file,
@@ -38,14 +39,6 @@ from tests.integration.test_telemetry_local import (
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
-ENDED = (
-    JobState.COMPLETED,
-    JobState.FAILED,
-    JobState.CANCELLED,
-    JobState.TIMEOUT,
-    JobState.NODE_FAIL,
-    JobState.OUT_OF_MEMORY,
-)
 NODES = 2
 
 

@@ -108,6 +108,23 @@ async def open_run(pilot: Pilot[None], run: RunView) -> DetailScreen:
     return detail
 
 
+async def open_named(pilot: Pilot[None], name: str) -> DetailScreen:
+    """From Jobs (of a fake cluster): put the cursor on the run called ``name`` and open its
+    detail."""
+    from ddp_tui.tui.screens.detail import DetailScreen
+    from ddp_tui.tui.screens.jobs import JobsTable
+    from tests.tui.conftest import settle
+
+    await settle(pilot)
+    table = pilot.app.screen.query_one(JobsTable)
+    table.move_cursor(next(i for i, r in enumerate(table.order) if name in r))
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, DetailScreen), "Run detail")
+    screen = pilot.app.screen
+    assert isinstance(screen, DetailScreen)
+    return screen
+
+
 def inline_error_problems(screen: ComposeScreen, cases: Sequence[tuple[str, str, str]]) -> str:
     """What is wrong with Compose's inline errors for ``cases`` (field, what was typed,
     words its error must show); empty when each shows and says what it must."""

@@ -28,6 +28,7 @@ from ddp_tui.tui.jobs_table import JobsTable
 from ddp_tui.tui.logview import LogPane
 from ddp_tui.tui.screens.detail import DetailScreen
 from tests.tui.conftest import SIZE, fake_app, settle, wait_until
+from tests.tui.drive import open_named
 from tests.tui.fakes import (
     HEARTBEATS,
     MISSING_TORCH,
@@ -129,13 +130,7 @@ def test_the_header_counts_stalled_jobs() -> None:
 
 async def _open(pilot: Pilot[None], name: str) -> DetailScreen:
     """Open the run called ``name`` from Jobs and wait for its logs."""
-    await settle(pilot)
-    table = pilot.app.screen.query_one(JobsTable)
-    table.move_cursor(next(i for i, r in enumerate(table.order) if name in r))
-    await pilot.press("enter")
-    await wait_until(pilot, lambda: isinstance(pilot.app.screen, DetailScreen), "Run detail")
-    screen = pilot.app.screen
-    assert isinstance(screen, DetailScreen)
+    screen = await open_named(pilot, name)
     pane = screen.query_one(LogPane)
     await wait_until(pilot, lambda: len(pane.view("out").lines) == 10, "the log lines")
     return screen

@@ -17,12 +17,12 @@ from textual.widgets import DataTable, TabbedContent
 
 from ddp_tui.resources import RESOURCE_TABLE_HEADER, resources_table, summarize_samples
 from ddp_tui.results import RunData, scaling_table
-from ddp_tui.tui.jobs_table import JobsTable
 from ddp_tui.tui.resources_pane import ResourcesPane, flag_text, status_text
 from ddp_tui.tui.screens.compare import COLUMNS, CompareScreen, comparison_cells
 from ddp_tui.tui.screens.detail import DetailScreen
 from ddp_tui.tui.screens.help import help_table
 from tests.tui.conftest import SIZE, fake_app, settle, wait_until
+from tests.tui.drive import open_named
 from tests.tui.fakes import BASE, FakeCluster, resource_view, sample_metrics, telemetry_lines
 
 #: A sampler that could not read /proc says so once, in a note line, and samples nothing.
@@ -86,13 +86,7 @@ def test_help_names_the_resources_key() -> None:
 
 async def _open_resources(pilot: Pilot[None], name: str) -> DetailScreen:
     """Open the run called ``name`` from Jobs, show its Resources tab, wait for the view."""
-    await settle(pilot)
-    table = pilot.app.screen.query_one(JobsTable)
-    table.move_cursor(next(i for i, r in enumerate(table.order) if name in r))
-    await pilot.press("enter")
-    await wait_until(pilot, lambda: isinstance(pilot.app.screen, DetailScreen), "Run detail")
-    screen = pilot.app.screen
-    assert isinstance(screen, DetailScreen)
+    screen = await open_named(pilot, name)
     pane = screen.query_one(ResourcesPane)
     await wait_until(pilot, lambda: pane.view is not None, "the resource view")
     await pilot.press("4")

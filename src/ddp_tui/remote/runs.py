@@ -18,6 +18,7 @@ from typing import Any
 
 import ddp_tui
 from ddp_tui.errors import DdpTuiError
+from ddp_tui.jobfiles import json_objects
 from ddp_tui.remote.executor import (
     Batch,
     CommandResult,
@@ -28,7 +29,7 @@ from ddp_tui.remote.executor import (
 )
 from ddp_tui.remote.history import split_job_lines
 from ddp_tui.remote.snapshot import SnapshotManifest
-from ddp_tui.remote.tail import IncrementalFile, MetricsRow, parse_json_lines, parse_metrics_csv
+from ddp_tui.remote.tail import IncrementalFile, MetricsRow, parse_metrics_csv
 
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sbatch"
@@ -409,7 +410,7 @@ class RunStore:
             cached.generation = cached.jobs_reader.generation
             cached.jobs = []
             cached.info = None
-        new = parse_json_lines(lines)
+        new = json_objects(lines)
         if new:
             cached.jobs.extend(new)
             cached.info = None
@@ -433,7 +434,7 @@ class RunStore:
             data = self.executor.read_range(run.file(JOBS_FILE))
         except FileNotFoundError:
             return []
-        return parse_json_lines(data.decode("utf-8", "replace").split("\n"))
+        return json_objects(data.decode("utf-8", "replace").split("\n"))
 
     def read_run_json(self, run: RunRef) -> dict[str, Any] | None:
         """The trainer's ``run.json``, or None before it exists."""

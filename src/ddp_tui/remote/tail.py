@@ -15,9 +15,9 @@ two restart the reader at byte 0, bump ``generation`` and ask for a re-read.
 from __future__ import annotations
 
 import csv
-import json
 from typing import Any, Generic, Protocol, TypeVar
 
+from ddp_tui.jobfiles import json_objects
 from ddp_tui.remote.executor import Batch, Executor, FileRead, ReadResult
 
 T = TypeVar("T")
@@ -278,7 +278,7 @@ class JsonLinesReader(_ParsedFile[dict[str, Any]]):
         self.latest = None
 
     def _parse(self, lines: list[str]) -> list[dict[str, Any]]:
-        out = parse_json_lines(lines)
+        out = json_objects(lines)
         if out:
             self.latest = out[-1]
         return out
@@ -300,20 +300,6 @@ def _read_settled(reader: _Settling[T], executor: Executor) -> list[T]:
         if not reader.needs_reread:
             break
     return new
-
-
-def parse_json_lines(lines: list[str]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
 
 
 class ProgressReader(JsonLinesReader):

@@ -8,11 +8,11 @@ killed mid-way or an old format must not break the Run detail screen.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from ddp_tui.jobfiles import json_objects
 from ddp_tui.resources.bounded import MeanAcc, MemoryAcc, SeriesAcc
 from ddp_tui.resources.summary import (
     IDLE_UTIL_PCT,
@@ -331,15 +331,4 @@ def summarize_samples(lines: Iterable[Mapping[str, Any]]) -> ResourceSummary:
 
 def parse_lines(text: str) -> list[dict[str, Any]]:
     """The JSON objects of ``text``, one a line; blank, broken and non-object lines skipped."""
-    out: list[dict[str, Any]] = []
-    for raw in text.split("\n"):
-        raw = raw.strip()
-        if not raw:
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
+    return json_objects(text.split("\n"))
