@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_refresh.py
 	$(PY) benchmarks/bench_diagnosis.py
 	$(PY) benchmarks/bench_script_metrics.py
+	$(PY) benchmarks/bench_telemetry.py   # 18 torchrun runs: 5 to 7 minutes
 	$(PY) benchmarks/bench_snapshot.py
 	$(PY) benchmarks/bench_tui.py
 	$(PY) benchmarks/bench_remote.py
