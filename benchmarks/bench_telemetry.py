@@ -25,7 +25,7 @@
 3. File growth per hour: bytes per sample times samples per hour, at 1 s and 5 s, for this
    1-node CPU run (the host lines the sampler wrote in part 1) and for an 8-GPU node (a host
    line and eight gpu lines from a real ``Sampler`` whose ``nvidia-smi`` is a fake answering
-   8 rows in the format of the recorded A100 lines of tests/telemetry/test_gpus.py).
+   8 rows in the format of the A100 lines of tests/telemetry/test_gpus.py).
 
     python benchmarks/bench_telemetry.py            # about 5 minutes on 2 idle cores
     python benchmarks/bench_telemetry.py --quick    # about 1 minute, one round
@@ -60,7 +60,7 @@ CONFIGS: tuple[tuple[str, float], ...] = (("none", 0.0), ("1 s", 1.0), ("5 s", 5
 TARGET = 0.99
 HZ = float(os.sysconf("SC_CLK_TCK"))
 # A fake nvidia-smi's answer: a DGX A100 node in training, 8 rows in the format of the
-# recorded lines in tests/telemetry/test_gpus.py.
+# lines in tests/telemetry/test_gpus.py.
 DGX_A100_SMI = "".join(
     f"{i}, GPU-{5 + i:x}d2c5c3a-1b8e-6f4d-9a7c-2b3e4f5a6b{i:02x}, NVIDIA A100-SXM4-80GB, "
     f"{40523 + 37 * i}, 81920, {97 - i % 3}, {312.45 + 3.1 * i:.2f}\n"
@@ -241,7 +241,7 @@ def list_proc() -> int:
 
 
 def fake_smi_run(argv: Sequence[str], timeout: float) -> str:
-    """A fake nvidia-smi: the recorded-format answer of an 8-GPU node, no process started."""
+    """A fake nvidia-smi: an 8-GPU node's answer in its CSV format, no process started."""
     return DGX_A100_SMI
 
 

@@ -1,5 +1,6 @@
-"""GPU readings from recorded ``nvidia-smi`` output and a fake NVML module (a state no GPU-less
-machine can produce): parsing, ``[N/A]`` cells, giving up, and ``CUDA_VISIBLE_DEVICES``."""
+"""GPU readings from ``nvidia-smi`` output written in its CSV format and a fake NVML module
+(a state no GPU-less machine can produce; no GPU machine was lent to record real answers):
+parsing, ``[N/A]`` cells, giving up, and ``CUDA_VISIBLE_DEVICES``."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ from ddp_tui.telemetry.gpus import (
 from ddp_tui.telemetry.lines import Origin
 from ddp_tui.telemetry.sampler import Sampler, Settings
 
-# Recorded `nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu,
-# power.draw --format=csv,noheader,nounits` output: a DGX A100 node in training ...
+# What `nvidia-smi --query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu,
+# power.draw --format=csv,noheader,nounits` prints, written by hand in its format (cells
+# ", "-separated, no units, "[N/A]" / "[Not Supported]" where a device has no reading; the
+# UUIDs are made up): an A100 node in training ...
 A100_SMI = """\
 0, GPU-5d2c5c3a-1b8e-6f4d-9a7c-2b3e4f5a6b7c, NVIDIA A100-SXM4-80GB, 40523, 81920, 97, 312.45
 1, GPU-8e1f0a2b-3c4d-5e6f-7a8b-9c0d1e2f3a4b, NVIDIA A100-SXM4-80GB, 4, 81920, 0, 61.02
@@ -36,7 +39,7 @@ H100_SMI = """\
 """
 
 
-def test_recorded_a100_lines_parse() -> None:
+def test_a100_lines_parse() -> None:
     got = parse_smi_csv(A100_SMI)
     assert got[0] == GpuReading(
         0,
@@ -62,7 +65,7 @@ def test_not_available_cells_are_none_and_junk_lines_are_skipped() -> None:
 
 
 class FakeSmiRun:
-    """A fake ``nvidia-smi`` runner: recorded answers, then failures."""
+    """A fake ``nvidia-smi`` runner: the answers above, then failures."""
 
     def __init__(self, answers: Sequence[str | Exception]) -> None:
         self.answers = list(answers)
@@ -115,8 +118,8 @@ class FakeNvmlError(Exception):
 
 
 class FakeNvml:
-    """A fake ``pynvml`` module: recorded answers of an A100 (old pynvml: bytes) and of an
-    H100 whose power reading is not supported."""
+    """A fake ``pynvml`` module: answers shaped as pynvml's, of an A100 (old pynvml: bytes)
+    and of an H100 whose power reading is not supported."""
 
     def __init__(self) -> None:
         self.inits = self.shutdowns = 0
