@@ -296,6 +296,11 @@ def test_telemetry_off_writes_nothing_and_says_so(tmp_path: Path) -> None:
     assert detail.resources.summary.empty
     assert detail.resources.empty_reason and "off" in detail.resources.empty_reason
     assert not detail.resources.running and detail.resources.interval_sec == 0
+    # Nothing new: no view (the pane keeps its own); a screen newly showing the run starts
+    # the follow over and gets the view again.
+    assert cluster.follow(run.run_id).resources is None
+    cluster.restart_follow(run.run_id)
+    assert cluster.follow(run.run_id).resources == detail.resources
 
 
 def test_a_sampler_that_cannot_write_never_fails_the_job_and_the_tab_says_why(

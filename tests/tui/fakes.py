@@ -360,6 +360,10 @@ class FakeCluster:
             error=self.error,
         )
 
+    def restart_follow(self, run_id: str) -> None:
+        self.calls.append(("restart_follow", run_id))
+        self._followed.discard(run_id)
+
     def follow(self, run_id: str) -> RunDetail:
         if run_id in self._followed:
             return RunDetail(

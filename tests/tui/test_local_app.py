@@ -17,6 +17,7 @@ from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
 from ddp_tui.tui.app import DdpTuiApp
+from ddp_tui.tui.logview import LogPane
 from ddp_tui.tui.modals import ChecksModal, ConfirmModal
 from ddp_tui.tui.screens.compose import ComposeScreen
 from ddp_tui.tui.screens.detail import DetailScreen
@@ -147,8 +148,21 @@ async def test_a_job_that_ends_at_once_shows_in_jobs_and_detail(tmp_path: Path) 
         table = app.screen.query_one(JobsTable)
         assert table.selected_run_id == run.run_id
         assert table.get_cell(run.run_id, "state") == "COMPLETED"
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
+        header = f"[ddp-tui] training job {run.job_id} on"
+        for visit in ("first", "second"):
+            # Each opening of the detail shows the whole log again: a second screen on the
+            # same run once showed only lines written after the first had closed (none here).
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: isinstance(app.screen, DetailScreen), "the detail")
+            out = app.screen.query_one(LogPane).view("out")
+            await wait_until(
+                pilot,
+                lambda out=out: any(line.startswith(header) for line in out.lines),
+                f"the log's header, {visit} visit",
+            )
+            if visit == "first":
+                await pilot.press("escape")
+                await wait_until(pilot, lambda: isinstance(app.screen, JobsScreen), "Jobs")
         await pilot.press("3")
         await wait_until(pilot, lambda: bool(app.screen.checks), "the checklist")
         assert any(check.ok is False for check in app.screen.checks)  # no epochs ran

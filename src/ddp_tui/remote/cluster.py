@@ -445,6 +445,11 @@ class Cluster:
         result = self.executor.run_batch(Batch(reads=fpass.requests()))
         return self._follow_finish(fpass, result.reads)
 
+    def restart_follow(self, run_id: str) -> None:
+        """The next follow of ``run_id`` starts over, as for a run never followed (for a
+        screen that newly shows it: it has none of the lines sent before)."""
+        self.following.restart(run_id)
+
     def _follow_finish(self, fpass: FollowPass, reads: Sequence[ReadResult]) -> RunDetail:
         run_id = fpass.detail.run_id
         view = next((v for v in self._views if v.run_id == run_id), None)

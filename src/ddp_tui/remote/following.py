@@ -43,6 +43,12 @@ class Following:
         self.table = table
         self._followers: dict[str, Follower] = {}
 
+    def restart(self, run_id: str) -> None:
+        """Forget what was read of ``run_id``: its next follow reads its logs' tails, every
+        metrics row and the whole telemetry again (a screen newly showing the run has none
+        of what an earlier screen was sent)."""
+        self._followers.pop(run_id, None)
+
     def begin(self, info: RunInfo) -> FollowPass:
         """A follow pass of the run's latest attempt: what it reads next."""
         run_id = info.run_id

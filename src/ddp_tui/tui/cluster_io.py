@@ -75,6 +75,9 @@ class _Follow:
     interval: float
     due: float = 0.0  # monotonic; 0: at once
     failures: int = 0
+    #: A new registration: the facade forgets what it sent before, for this screen has none
+    #: of it (reopening a run's detail showed only lines written since it was last open).
+    fresh: bool = True
 
 
 @dataclass
@@ -230,6 +233,7 @@ class ClusterIO:
         active = True
         unread = 0
         try:
+            self._start_over(follow)
             snapshot = self._cluster.refresh(follow=follow.run_id if follow else None)
         except Exception as error:  # an outage must never end the loop
             failures = self._pace.failures + 1
@@ -261,6 +265,7 @@ class ClusterIO:
 
     def _follow_once(self, follow: _Follow) -> None:
         try:
+            self._start_over(follow)
             detail = self._cluster.follow(follow.run_id)
         except Exception as error:  # shown on the screen; following goes on
             follow.failures += 1
@@ -269,6 +274,11 @@ class ClusterIO:
             follow.failures = 0
             follow.reply_to.post_message(DetailReady(detail))
         follow.due = self._clock() + self._follow_delay(follow)
+
+    def _start_over(self, follow: _Follow | None) -> None:
+        if follow is not None and follow.fresh:
+            self._cluster.restart_follow(follow.run_id)
+            follow.fresh = False
 
     def _follow_delay(self, follow: _Follow) -> float:
         snapshot = self._snapshot
