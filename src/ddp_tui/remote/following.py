@@ -18,7 +18,7 @@ from ddp_tui.remote.diagnosing import heartbeat_reads, heartbeats_of
 from ddp_tui.remote.executor import Batch, Executor, ExecutorError, ReadResult
 from ddp_tui.remote.followers import Follower, FollowPass
 from ddp_tui.remote.run_table import RunTable
-from ddp_tui.remote.runs import SACCT_FILE, RunInfo, RunRef, RunStore
+from ddp_tui.remote.runs import SACCT_FILE, RunInfo, RunRef, RunStore, spec_nodes
 from ddp_tui.remote.scheduler import Scheduler, SchedulerError
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.view_building import latest_job_id, progress_of
@@ -57,7 +57,7 @@ class Following:
         fresh = f is None or f.job_id != job_id
         if f is None or fresh:
             # A preflight job samples nothing; a training run's nodes each write a file.
-            nodes = self.table.spec_of(info).nodes if info.kind == "train" else 0
+            nodes = spec_nodes(info.spec) if info.kind == "train" else 0
             f = self._followers[run_id] = Follower(info.ref, job_id, nodes=nodes)
         detail = RunDetail(run_id, out_reset=fresh, err_reset=fresh)
         fpass = FollowPass(info.ref, f, detail, (f.out.generation, f.err.generation))
