@@ -7,7 +7,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run test check lint layers format typecheck bench clean install install-test-deps
+.PHONY: run test check lint layers format typecheck bench clean install install-test-deps \
+	gpu-check gpu-wheels
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +60,18 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_tui.py
 	$(PY) benchmarks/bench_remote.py
 	$(PY) benchmarks/bench_clean_exit.py   # 100 + 100 torchrun runs: about 20 minutes
+
+# The GPU check (benchmarks/gpu_check.py, about 5 minutes on one GPU): `make gpu-wheels` here, with
+# the registries, downloads the app's packages for the GPU machine's Python into .gpu-wheels/;
+# `make gpu-check` there (no network, no install: torch is on its image) carries them in and
+# writes gpu-check-report/. Without CUDA it checks its CPU-side parts and exits 0.
+GPU_CHECK_PY   := $(shell test -x $(PY) && echo $(PY) || echo $(PYTHON))
+GPU_CHECK_ARGS ?=
+gpu-check:
+	$(GPU_CHECK_PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+
+gpu-wheels:
+	bash scripts/gpu-wheels.sh
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -171,7 +171,11 @@ def preflight_checks(spec: ExperimentSpec, state: JobState, pf: PreflightSummary
             "bandwidth rows are present",
             pf.bandwidth_rows > 0 or (single and pf.ok),
             f"{pf.bandwidth_rows} message sizes"
-            + (" (a single process has no collectives to time)" if single else ""),
+            + (
+                " (a single process has no collectives to time)"
+                if single and not pf.bandwidth_rows
+                else ""
+            ),
         ),
         Check(
             "nodes used match the request",

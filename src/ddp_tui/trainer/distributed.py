@@ -93,11 +93,17 @@ def rendezvous_hint(env: LaunchEnv, timeout_sec: float, error: BaseException) ->
     )
 
 
-def init_world(env: LaunchEnv, backend: str, timeout_sec: float) -> World:
-    """Form the process group (if more than one rank) and pick the device."""
+def init_world(
+    env: LaunchEnv, backend: str, timeout_sec: float, *, one_rank_group: bool = False
+) -> World:
+    """Form the process group (if more than one rank) and pick the device.
+
+    ``one_rank_group`` forms it for a single process too (the preflight: a one-rank NCCL
+    communicator still proves that NCCL starts on this device and driver).
+    """
     device = choose_device(env)
     resolved = resolve_backend(backend)
-    if not env.distributed:
+    if not env.distributed and not one_rank_group:
         return World(env=env, backend=resolved, device=device)
     # env:// reads these; torchrun has set them already, srun has not.
     os.environ.setdefault("MASTER_ADDR", env.master_addr)

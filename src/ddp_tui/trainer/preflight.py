@@ -1,8 +1,9 @@
 """``python -m ddp_tui.trainer.preflight``: check that the world really works, before training.
 
-It forms the process group, checks an all_reduce's result, a broadcast and a barrier on every
-rank, then times all_reduce from 1 KiB up to ``--max-bytes`` and reports algorithm and bus
-bandwidth (busbw = algbw x 2(n-1)/n, as nccl-tests does). Rank 0 writes ``preflight.json``.
+It forms the process group (a one-rank group for a single process), checks an all_reduce's
+result, a broadcast and a barrier on every rank, then times all_reduce from 1 KiB up to
+``--max-bytes`` and reports algorithm and bus bandwidth (busbw = algbw x 2(n-1)/n, as nccl-tests
+does). Rank 0 writes ``preflight.json``.
 A rank that does not answer is named with its host. Exit 0 when everything passed, else 1.
 """
 
@@ -23,6 +24,12 @@ from .exit import run_process
 
 KEY_PREFIX = "ddp_tui_preflight/host/"
 DEFAULT_MAX_BYTES = 256 * 2**20
+# At world size 1 the checks run over a one-rank group: it proves the backend starts on this
+# device (NCCL's communicator, its kernels), and algbw is the device's own all-reduce rate.
+ONE_RANK_NOTE = (
+    "one rank: the collectives ran over a one-rank group; busbw is 0 by its definition "
+    "2(n-1)/n, algbw is this device's own all-reduce rate"
+)
 
 
 class PreflightFailure(RuntimeError):
@@ -136,7 +143,7 @@ def preflight_main(argv: Sequence[str]) -> int:
         "failed_hosts": [],
     }
     try:
-        world = init_world(env, args.backend, args.timeout_sec)
+        world = init_world(env, args.backend, args.timeout_sec, one_rank_group=True)
     except UsageError as exc:
         print(f"preflight: error: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
@@ -206,7 +213,7 @@ def preflight_main(argv: Sequence[str]) -> int:
         sync: Callable[[], None] = (
             (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
         )
-        if world.distributed:
+        if dist.is_initialized():
             t = torch.full((1024,), float(world.rank + 1), device=device)
             dist.all_reduce(t)
             verify("all_reduce", bool(torch.all(t == n * (n + 1) / 2).item()))
@@ -225,6 +232,8 @@ def preflight_main(argv: Sequence[str]) -> int:
             report["checks"]["barrier"] = {"ok": True, "seconds": time.perf_counter() - t0}
             checkpoint("bandwidth")
             report["bandwidth"] = _bandwidth(world, args.min_bytes, args.max_bytes, sync)
+            if n == 1:
+                report["note"] = ONE_RANK_NOTE
         else:
             report["note"] = "single process: no collectives to test"
         checkpoint("end")

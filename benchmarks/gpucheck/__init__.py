@@ -1,0 +1,1 @@
+"""The GPU check (``make gpu-check``): see main.py."""

@@ -1,0 +1,247 @@
+"""The user's path, through the ``ddp-tui`` command on the embedded local scheduler: a trainer job
+on the GPU (verify, Resources, Run detail), a real CUDA out-of-memory error and its diagnosis, and
+a preflight over NCCL. Without CUDA the same commands run on the CPU with gloo; the
+out-of-memory job, which needs a GPU, is then only planned (``submit --dry-run``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from typing import Any
+
+from ddp_tui.remote.states import TERMINAL_STATES
+
+from .context import Context
+from .report import FAIL, Step
+
+
+def size_flags(ctx: Context) -> list[str]:
+    device, backend = ("cuda", "nccl") if ctx.cuda else ("cpu", "gloo")
+    return ["--device", device, "--backend", backend, "--nodes", "1", "--gpus-per-node", "1"]
+
+
+def training_flags(ctx: Context) -> list[str]:
+    """A few short epochs of the trainer, long enough for the sampler's 1 s samples."""
+    if ctx.cuda:
+        return [
+            "--model", "resnet50", "--dataset", "synthetic", "--synthetic-shape", "3,224,224",
+            "--num-classes", "1000", "--synthetic-samples", "12800",
+            "--synthetic-val-samples", "512", "--batch-per-gpu", "128", "--epochs", "4",
+            "--max-steps-per-epoch", "60", "--workers", "8", "--precision", "bf16",
+        ]  # fmt: skip
+    return [
+        "--model", "simple_cnn", "--dataset", "synthetic", "--synthetic-samples", "2048",
+        "--synthetic-val-samples", "256", "--batch-per-gpu", "64", "--epochs", "2",
+        "--workers", "0",
+    ]  # fmt: skip
+
+
+def oom_flags() -> list[str]:
+    """ResNet-50 at batch 4096 on 224x224 images: about 200 GB of activations in bf16, more
+    than an H100 or H200 holds. Loader workers 0: a 2.4 GB batch never goes through /dev/shm."""
+    return [
+        "--model", "resnet50", "--dataset", "synthetic", "--synthetic-shape", "3,224,224",
+        "--num-classes", "1000", "--synthetic-samples", "4096", "--synthetic-val-samples", "256",
+        "--batch-per-gpu", "4096", "--epochs", "1", "--max-steps-per-epoch", "1",
+        "--workers", "0", "--precision", "bf16", "--telemetry-sec", "0",
+    ]  # fmt: skip
+
+
+def submit(ctx: Context, step: Step, command: str, name: str, flags: list[str]) -> str | None:
+    """``ddp-tui submit|preflight``; the run id, or None (the step then fails)."""
+    proc = ctx.ddp_tui(command, "--name", name, *flags, timeout=120)
+    if proc.returncode != 0:
+        step.fail(f"ddp-tui {command} exited {proc.returncode}")
+        step.evidence[f"ddp-tui {command}"] = proc.stdout + proc.stderr
+        return None
+    run_id = proc.stdout.split()[0]
+    ctx.log(f"{step.name}: submitted {run_id}")
+    return run_id
+
+
+def run_row(ctx: Context, run_id: str) -> dict[str, Any] | None:
+    proc = ctx.ddp_tui("ls", "--json")
+    if proc.returncode != 0:
+        return None
+    rows: list[dict[str, Any]] = json.loads(proc.stdout)
+    return next((r for r in rows if r["run_id"] == run_id), None)
+
+
+def wait_for_end(ctx: Context, step: Step, run_id: str, wanted: float) -> dict[str, Any] | None:
+    """Poll ``ddp-tui ls --json`` (each call is also the local scheduler's refresh) until the
+    run ends; its row, or None when it did not end in time."""
+    end = time.monotonic() + ctx.limit(wanted)
+    row = None
+    while time.monotonic() < end:
+        row = run_row(ctx, run_id)
+        if row and row["state"] in {s.value for s in TERMINAL_STATES}:
+            ctx.log(f"{step.name}: {run_id} {row['state']}")
+            return row
+        time.sleep(2)
+    step.fail(f"{run_id} did not end within {wanted:g} s (last state {row and row['state']})")
+    return None
+
+
+def command_text(ctx: Context, *args: str) -> tuple[int, str]:
+    proc = ctx.ddp_tui(*args)
+    return proc.returncode, f"$ ddp-tui {' '.join(args)}\n{proc.stdout}{proc.stderr}"
+
+
+def _metrics(ctx: Context, run_id: str) -> list[dict[str, str]]:
+    path = ctx.runs_root / run_id / "metrics.csv"
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def local_job(ctx: Context, step: Step) -> str | None:
+    """Submit the trainer, wait, then verify, Resources and the run's own records."""
+    flags = [*size_flags(ctx), *training_flags(ctx), "--telemetry-sec", "1"]
+    run_id = submit(ctx, step, "submit", "gpu-check", flags)
+    if run_id is None:
+        return None
+    row = wait_for_end(ctx, step, run_id, 240)
+    if row is None:
+        return run_id
+    step.details["state"] = row["state"]
+    step.details["epochs"] = f"{row['epochs_done']}/{row['epochs_total']}"
+    step.details["throughput"] = row["throughput"]
+    if row["state"] != "COMPLETED":
+        step.fail(f"ended {row['state']}")
+        step.evidence["ddp-tui why"] = command_text(ctx, "why", run_id)[1]
+    code, text = command_text(ctx, "verify", run_id)
+    step.evidence["ddp-tui verify"] = text
+    if code != 0:
+        step.fail("verify is not green")
+    _check_resources(ctx, step, run_id)
+    _check_records(ctx, step, run_id)
+    if step.status != FAIL:
+        step.summary = (
+            f"{run_id}: COMPLETED, verify green, {step.details.get('GPU rows', 'host')} "
+            f"telemetry rows, peak {step.details.get('peak GPU MiB (metrics.csv)', '-')} MiB"
+        )
+    return run_id
+
+
+def _check_resources(ctx: Context, step: Step, run_id: str) -> None:
+    proc = ctx.ddp_tui("resources", run_id, "--json")
+    step.evidence["ddp-tui resources"] = command_text(ctx, "resources", run_id)[1]
+    if proc.returncode != 0:
+        step.fail(f"ddp-tui resources exited {proc.returncode}")
+        return
+    summary = json.loads(proc.stdout)
+    step.details["GPU sources"] = summary.get("gpu_sources")
+    step.details["telemetry samples"] = summary.get("samples")
+    if not summary.get("hosts"):
+        step.fail("no host telemetry rows")
+    if not ctx.cuda:
+        return
+    devices = summary.get("devices") or []
+    step.details["GPU rows"] = len(devices)
+    if not devices:
+        step.fail("no GPU telemetry rows")
+    for dev in devices:
+        memory = (dev.get("memory") or {}).get("peak")
+        util, power = dev.get("util_avg"), dev.get("power_avg")
+        if not memory or util is None or power is None:
+            step.fail(f"a GPU row lacks memory, utilisation or power: {dev}")
+    if not any("nvml" in str(s) for s in summary.get("gpu_sources") or []):
+        step.fail("the sampler did not read NVML")
+
+
+def _check_records(ctx: Context, step: Step, run_id: str) -> None:
+    """metrics.csv and run.json: the numbers Run detail shows."""
+    rows = _metrics(ctx, run_id)
+    if not rows:
+        step.fail("no metrics.csv rows")
+        return
+    last = rows[-1]
+    step.details["last epoch"] = {
+        k: last.get(k)
+        for k in ("epoch", "train_loss", "throughput_samples_per_sec", "gpu_mem_peak_mib", "mfu")
+    }
+    peak = last.get("gpu_mem_peak_mib") or ""
+    step.details["peak GPU MiB (metrics.csv)"] = peak or "-"
+    run_json = json.loads((ctx.runs_root / run_id / "run.json").read_text())
+    for key in ("world_size", "backend", "devices", "nccl_version", "cuda_version", "precision"):
+        step.details[f"run.json {key}"] = run_json.get(key)
+    if ctx.cuda:
+        if not peak:
+            step.fail("metrics.csv has no peak GPU memory")
+        if not last.get("mfu"):
+            step.fail("metrics.csv has no MFU")
+        if run_json.get("backend") != "nccl" or not run_json.get("nccl_version"):
+            step.fail("run.json does not say nccl")
+
+
+def oom(ctx: Context, step: Step) -> None:
+    """A batch far too big, on purpose: the job must fail, and ``why`` must say CUDA OOM."""
+    flags = [*size_flags(ctx), *oom_flags()]
+    if not ctx.cuda:
+        code, text = command_text(ctx, "submit", "--dry-run", "--name", "gpu-check-oom", *flags)
+        if code != 0:
+            step.fail("the out-of-memory job's spec was refused")
+            step.evidence["ddp-tui submit --dry-run"] = text[-3000:]
+        step.summary = step.summary or "no CUDA device: the job was planned (--dry-run), not run"
+        return
+    run_id = submit(ctx, step, "submit", "gpu-check-oom", flags)
+    if run_id is None:
+        return
+    row = wait_for_end(ctx, step, run_id, 180)
+    if row is None:
+        return
+    step.details["state"] = row["state"]
+    proc = ctx.ddp_tui("why", run_id, "--json")
+    step.evidence["ddp-tui why"] = command_text(ctx, "why", run_id)[1]
+    step.details["why exit code"] = proc.returncode
+    try:
+        diagnosis = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        step.fail("ddp-tui why --json printed no JSON")
+        return
+    step.details["diagnosis"] = diagnosis.get("short")
+    if proc.returncode != 1 or diagnosis.get("code") != "cuda-oom":
+        step.fail(f"the diagnosis is {diagnosis.get('code')!r}, not 'cuda-oom'")
+    if "evidence" not in diagnosis or not diagnosis["evidence"]:
+        step.fail("the diagnosis has no evidence line")
+    if row["state"] == "COMPLETED":
+        step.fail("the job did not run out of memory")
+    if step.status != FAIL:
+        step.summary = f"{run_id}: {row['state']}, diagnosed: {diagnosis.get('short')}"
+
+
+def preflight(ctx: Context, step: Step) -> None:
+    """``ddp-tui preflight`` at world size 1: the backend starts, and the bandwidth table."""
+    run_id = submit(ctx, step, "preflight", "gpu-check", size_flags(ctx))
+    if run_id is None:
+        return
+    row = wait_for_end(ctx, step, run_id, 150)
+    if row is None:
+        return
+    pf = row.get("preflight") or {}
+    step.details["preflight"] = {k: pf.get(k) for k in ("ok", "backend", "bandwidth_rows", "note")}
+    code, text = command_text(ctx, "verify", run_id)
+    step.evidence["ddp-tui verify"] = text
+    step.evidence["the bandwidth table (ddp-tui logs)"] = _table(
+        command_text(ctx, "logs", run_id)[1]
+    )
+    want = "nccl" if ctx.cuda else "gloo"
+    if row["state"] != "COMPLETED" or not pf.get("ok"):
+        step.fail(f"preflight ended {row['state']}: {pf.get('error')}")
+    if pf.get("backend") != want:
+        step.fail(f"backend {pf.get('backend')}, not {want}")
+    if not pf.get("bandwidth_rows"):
+        step.fail("no bandwidth rows")
+    if code != 0:
+        step.fail("verify is not green")
+    if step.status != FAIL:
+        step.summary = f"{run_id}: {want} at world size 1, {pf.get('bandwidth_rows')} sizes"
+
+
+def _table(log: str) -> str:
+    lines = log.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("preflight ")), 0)
+    return "\n".join(lines[start : start + 24])

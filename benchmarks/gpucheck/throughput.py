@@ -1,0 +1,134 @@
+"""Trainer throughput against a plain DDP loop, in one run, with the same model, batch, precision
+and memory format; and the model's ceiling with no input pipeline at all.
+
+On a GPU: ResNet-50 on synthetic 3x224x224 images, bf16 autocast, channels_last, batch 256, one
+process (nccl), eager and (in its own step) under ``torch.compile``. Without CUDA the same
+harness runs a small CNN on the CPU, so that it cannot rot; its numbers have no target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+from dataclasses import dataclass
+
+import bench_trainer
+
+from .context import Context, OutOfTime
+from .report import Step, Target
+
+MIN_RATIO = 0.97
+# NVIDIA's DeepLearningExamples give 2,470 img/s for ResNet-50 on an A100 with mixed precision at
+# batch 256; an H100 is expected well above that.
+MIN_IMAGES_PER_SEC = 3000.0
+_RUN_INDEX = itertools.count()
+
+
+def config(cuda: bool) -> argparse.Namespace:
+    """bench_trainer's configuration for this machine."""
+    if cuda:
+        batch, steps = 256, 40
+        values = dict(
+            model="resnet50", shape="3,224,224", classes=1000, batch_size=batch, epochs=3,
+            max_steps=steps, samples=batch * steps, val_samples=batch, lr=0.1, workers=8,
+            backend="nccl", nproc=1, gpu=True,
+        )  # fmt: skip
+    else:
+        values = dict(
+            model="simple_cnn", shape="1,28,28", classes=10, batch_size=64, epochs=2,
+            max_steps=0, samples=2048, val_samples=256, lr=0.05, workers=0, backend="gloo",
+            nproc=1, gpu=False,
+        )  # fmt: skip
+    return argparse.Namespace(**values)
+
+
+def flops_per_sample(cfg: argparse.Namespace) -> float | None:
+    """Forward + backward FLOPs of one sample, counted the way the trainer counts them for MFU."""
+    from ddp_tui.trainer.models import build_model, training_flops_per_sample
+
+    shape = tuple(int(v) for v in cfg.shape.split(","))
+    return training_flops_per_sample(build_model(cfg.model, shape, cfg.classes), shape)
+
+
+@dataclass
+class Measured:
+    label: str
+    rates: list[float]  # samples/s of the measured epochs (the first, warm-up, dropped)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates)
+
+    @property
+    def best(self) -> float:
+        return max(self.rates)
+
+
+def _measure(
+    ctx: Context, step: Step, label: str, side: str, cfg: argparse.Namespace, extra: tuple[str, ...]
+) -> Measured | None:
+    run = bench_trainer.run_trainer if side == "trainer" else bench_trainer.run_plain
+    ctx.log(f"{step.name}: {label} ...")
+    workdir = ctx.work / "bench"
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        rates = run(cfg, workdir, next(_RUN_INDEX), extra, ctx.limit(300))
+    except bench_trainer.RunFailed as exc:
+        step.fail(f"{label}: {exc}")
+        step.evidence[f"{label}: the end of its output"] = exc.tail[-3000:]
+        return None
+    measured = Measured(label, bench_trainer._steady(rates))
+    step.details[f"{label} img/s per epoch"] = [round(r) for r in rates]
+    ctx.log(f"{step.name}: {label}: {measured.median:,.0f} samples/s")
+    return measured
+
+
+def compare(ctx: Context, step: Step, compiled: bool) -> None:
+    """The trainer against the plain loop (eager, or both compiled)."""
+    cfg = config(ctx.cuda)
+    flops = flops_per_sample(cfg)
+    peak = ctx.peak_flops
+    tag = " (torch.compile)" if compiled else ""
+    trainer_extra = ("--compile",) if compiled else ()
+    if ctx.cuda:
+        trainer_extra += ("--precision", "bf16", "--channels-last")
+    plain_extra = ("--compile",) if compiled else ()
+    step.details["setup"] = (
+        f"{cfg.model} {cfg.shape}, batch {cfg.batch_size}, {cfg.nproc} process ({cfg.backend}), "
+        f"{'bf16 autocast, channels_last' if ctx.cuda else 'fp32'}, {cfg.workers} loader workers, "
+        f"{cfg.epochs} epochs of {cfg.max_steps or 'all'} steps, the first dropped as warm-up"
+    )
+    if flops:
+        step.details["training FLOPs per sample"] = f"{flops / 1e9:.2f} GFLOP"
+    try:
+        ours = _measure(ctx, step, f"trainer{tag}", "trainer", cfg, trainer_extra)
+        plain = _measure(ctx, step, f"plain loop{tag}", "plain", cfg, plain_extra)
+        ceiling = None
+        if not compiled:
+            ceiling = _measure(
+                ctx, step, "plain loop, data on the device", "plain", cfg, ("--data-on-device",)
+            )
+    except OutOfTime as exc:
+        step.fail(f"out of time: {exc}")
+        return
+    unit = "img/s" if ctx.cuda else "samples/s"
+    for m in filter(None, (ours, plain, ceiling)):
+        step.details[f"{m.label} median"] = f"{m.median:,.0f} {unit}"
+        if flops and peak:
+            step.details[f"{m.label} MFU"] = f"{100 * flops * m.median / peak:.1f} %"
+    if ours is None or plain is None:
+        return
+    ratio = ours.median / plain.median
+    step.summary = (
+        f"trainer{tag} {ours.median:,.0f} {unit}, plain {plain.median:,.0f}: {ratio:.3f}x"
+    )
+    if ceiling is not None:
+        step.summary += f"; ceiling (data on the device) {ceiling.median:,.0f}"
+    if not ctx.cuda:
+        step.summary += " (CPU: the harness only, no target)"
+        return
+    step.targets.append(Target(f"trainer / plain loop{tag}", ratio, MIN_RATIO, "x"))
+    step.targets.append(
+        Target(f"trainer{tag} ResNet-50 bf16", ours.median, MIN_IMAGES_PER_SEC, unit)
+    )
