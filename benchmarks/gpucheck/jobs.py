@@ -120,8 +120,9 @@ def local_job(ctx: Context, step: Step) -> str | None:
     _check_records(ctx, step, run_id)
     if step.status != FAIL:
         step.summary = (
-            f"{run_id}: COMPLETED, verify green, {step.details.get('GPU rows', 'host')} "
-            f"telemetry rows, peak {step.details.get('peak GPU MiB (metrics.csv)', '-')} MiB"
+            f"{run_id}: COMPLETED, verify green, {step.details.get('GPU rows', 'no')} GPU "
+            f"telemetry rows ({step.details.get('GPU sources')}), peak GPU memory "
+            f"{step.details.get('peak GPU MiB (metrics.csv)', '-')} MiB"
         )
     return run_id
 

@@ -85,46 +85,62 @@ def _measure(
 
 
 def compare(ctx: Context, step: Step, compiled: bool) -> None:
-    """The trainer against the plain loop (eager, or both compiled)."""
+    """The trainer against the plain loop, both on batches made on the device (the target), and
+    eagerly also both through their host data loaders (for information: that measures the
+    input pipeline, which on a GPU is the slower part)."""
     cfg = config(ctx.cuda)
     flops = flops_per_sample(cfg)
-    peak = ctx.peak_flops
     tag = " (torch.compile)" if compiled else ""
-    trainer_extra = ("--compile",) if compiled else ()
-    if ctx.cuda:
-        trainer_extra += ("--precision", "bf16", "--channels-last")
-    plain_extra = ("--compile",) if compiled else ()
+    common = ("--compile",) if compiled else ()
+    trainer_extra = common + (("--precision", "bf16", "--channels-last") if ctx.cuda else ())
+    on_device = ("--data-on-device",)
     step.details["setup"] = (
         f"{cfg.model} {cfg.shape}, batch {cfg.batch_size}, {cfg.nproc} process ({cfg.backend}), "
-        f"{'bf16 autocast, channels_last' if ctx.cuda else 'fp32'}, {cfg.workers} loader workers, "
-        f"{cfg.epochs} epochs of {cfg.max_steps or 'all'} steps, the first dropped as warm-up"
+        f"{'bf16 autocast, channels_last' if ctx.cuda else 'fp32'}, "
+        f"{cfg.epochs} epochs of {cfg.max_steps or 'all'} steps, the first dropped as warm-up; "
+        f"data made on the device, and (eager) through {cfg.workers} loader workers"
     )
     if flops:
         step.details["training FLOPs per sample"] = f"{flops / 1e9:.2f} GFLOP"
+    runs = [
+        (f"trainer{tag}", "trainer", trainer_extra + on_device),
+        (f"plain loop{tag}", "plain", common + on_device),
+    ]
+    if not compiled:
+        runs += [
+            ("trainer, host loader", "trainer", trainer_extra),
+            ("plain loop, host loader", "plain", common),
+        ]
+    measured: dict[str, Measured] = {}
     try:
-        ours = _measure(ctx, step, f"trainer{tag}", "trainer", cfg, trainer_extra)
-        plain = _measure(ctx, step, f"plain loop{tag}", "plain", cfg, plain_extra)
-        ceiling = None
-        if not compiled:
-            ceiling = _measure(
-                ctx, step, "plain loop, data on the device", "plain", cfg, ("--data-on-device",)
-            )
+        for label, side, extra in runs:
+            m = _measure(ctx, step, label, side, cfg, extra)
+            if m is not None:
+                measured[label] = m
     except OutOfTime as exc:
         step.fail(f"out of time: {exc}")
-        return
     unit = "img/s" if ctx.cuda else "samples/s"
-    for m in filter(None, (ours, plain, ceiling)):
+    for m in measured.values():
         step.details[f"{m.label} median"] = f"{m.median:,.0f} {unit}"
-        if flops and peak:
-            step.details[f"{m.label} MFU"] = f"{100 * flops * m.median / peak:.1f} %"
+        if flops and ctx.peak_flops:
+            step.details[f"{m.label} MFU"] = f"{100 * flops * m.median / ctx.peak_flops:.1f} %"
+    ours, plain = measured.get(f"trainer{tag}"), measured.get(f"plain loop{tag}")
     if ours is None or plain is None:
         return
     ratio = ours.median / plain.median
     step.summary = (
-        f"trainer{tag} {ours.median:,.0f} {unit}, plain {plain.median:,.0f}: {ratio:.3f}x"
+        f"data on the device: trainer{tag} {ours.median:,.0f} {unit}, plain "
+        f"{plain.median:,.0f}: {ratio:.3f}x"
     )
-    if ceiling is not None:
-        step.summary += f"; ceiling (data on the device) {ceiling.median:,.0f}"
+    loader, plain_loader = (
+        measured.get("trainer, host loader"),
+        measured.get("plain loop, host loader"),
+    )
+    if loader and plain_loader:
+        step.details["host loader: trainer / plain loop"] = (
+            f"{loader.median / plain_loader.median:.3f}x (no target: the input pipeline)"
+        )
+        step.summary += f"; host loader: {loader.median:,.0f} against {plain_loader.median:,.0f}"
     if not ctx.cuda:
         step.summary += " (CPU: the harness only, no target)"
         return

@@ -68,6 +68,7 @@ class TrainConfig:
     progress_every: int = 20
     max_steps_per_epoch: int = 0
     deterministic: bool = False
+    data_on_device: bool = False
     peak_tflops: float | None = None
 
     def base_lr(self) -> float:
@@ -156,6 +157,12 @@ def build_parser(prog: str = "ddp-train") -> argparse.ArgumentParser:
     s.add_argument("--compile", action="store_true")
     s.add_argument("--workers", type=int, default=None, help="data-loader workers (default: auto)")
     s.add_argument("--deterministic", action="store_true", help="deterministic kernels (slower)")
+    s.add_argument(
+        "--data-on-device",
+        action="store_true",
+        help="synthetic data only: assemble each batch on the device, with no loader workers "
+        "or host copies (measures the model and DDP, not the input pipeline)",
+    )
     s.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU")
     r = p.add_argument_group("distributed and bookkeeping")
     r.add_argument("--backend", choices=("auto", "nccl", "gloo"), default=d.backend)
@@ -217,6 +224,11 @@ def validate(cfg: TrainConfig) -> None:
         )
     if cfg.dataset in DATASETS_NEEDING_ROOT and cfg.data_root is None:
         raise UsageError("--data-root", f"is required for --dataset {cfg.dataset}")
+    if cfg.data_on_device and cfg.dataset != "synthetic":
+        raise UsageError(
+            "--data-on-device",
+            f"needs --dataset synthetic, not {cfg.dataset} (real data is read on the host)",
+        )
     if cfg.dataset == "tabular" and not cfg.target:
         raise UsageError("--target", "is required for --dataset tabular (the column to predict)")
     if cfg.dataset in ("imagefolder", "tabular") and cfg.data_root and not cfg.data_root.exists():

@@ -65,6 +65,12 @@ class ClassPatterns:
             return self.table[label]
         return self._upsample(self.coarse[label : label + 1])[0]
 
+    def on(self, device: torch.device) -> torch.Tensor:
+        """The whole table on ``device`` (upsampled there when it is too big for the host)."""
+        if self.table is not None:
+            return self.table.to(device)
+        return self._upsample(self.coarse.to(device))
+
 
 class SyntheticClassification(Dataset[tuple[torch.Tensor, int]]):
     """A learnable synthetic task: one fixed random pattern per class, plus Gaussian noise.
@@ -96,6 +102,40 @@ class SyntheticClassification(Dataset[tuple[torch.Tensor, int]]):
         return self.patterns[label] + self.noise[index % len(self.noise)], label
 
 
+class DeviceBatches:
+    """The batches of a :class:`SyntheticClassification`, assembled on the device.
+
+    The same samples in the same order as a DataLoader over the same sampler would give (each is
+    its class pattern plus a noise bank entry), but gathered by index on the device: no loader
+    workers, no host copies, no input pipeline. That measures the model and DDP alone, as the
+    synthetic data backends of NVIDIA's DeepLearningExamples do.
+    """
+
+    def __init__(
+        self,
+        data: SyntheticClassification,
+        sampler: ResumableDistributedSampler,
+        batch_size: int,
+        device: torch.device,
+    ) -> None:
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.device = device
+        self.patterns = data.patterns.on(device)
+        self.noise = data.noise.to(device)
+        self.labels = torch.tensor(data.labels, device=device)
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.sampler) / self.batch_size)
+
+    def __iter__(self) -> Any:
+        order = torch.tensor(list(self.sampler), dtype=torch.long, device=self.device)
+        for start in range(0, len(order), self.batch_size):
+            index = order[start : start + self.batch_size]
+            labels = self.labels[index]
+            yield self.patterns[labels] + self.noise[index % len(self.noise)], labels
+
+
 def _synthetic(cfg: TrainConfig) -> DataBundle:
     classes = cfg.num_classes or 10
     shape = cfg.synthetic_shape
@@ -105,7 +145,8 @@ def _synthetic(cfg: TrainConfig) -> DataBundle:
         if cfg.synthetic_val_samples
         else None
     )
-    return DataBundle(train, val, CLASSIFICATION, classes, shape, 1.0, f"synthetic {shape}")
+    where = ", batches made on the device" if cfg.data_on_device else ""
+    return DataBundle(train, val, CLASSIFICATION, classes, shape, 1.0, f"synthetic {shape}{where}")
 
 
 def _downloading(world: World, cfg: TrainConfig, fetch: Any) -> Any:
@@ -226,7 +267,7 @@ def _loader_kwargs(cfg: TrainConfig, world: World) -> dict[str, Any]:
 
 def train_loader(
     cfg: TrainConfig, world: World, dataset: Dataset[Any]
-) -> tuple[DataLoader[Any], ResumableDistributedSampler]:
+) -> tuple[DataLoader[Any] | DeviceBatches, ResumableDistributedSampler]:
     """The training loader and its (resumable, per-epoch shuffled) sampler."""
     sampler = ResumableDistributedSampler(
         dataset,  # type: ignore[arg-type]
@@ -234,6 +275,8 @@ def train_loader(
         rank=world.rank,
         seed=cfg.seed,
     )
+    if cfg.data_on_device and isinstance(dataset, SyntheticClassification):
+        return DeviceBatches(dataset, sampler, cfg.batch_size, world.device), sampler
     # An own generator keeps the loader from drawing on the global RNG at each epoch's start,
     # which would make a resumed run's dropout masks differ from an uninterrupted run's.
     loader = DataLoader(

@@ -25,10 +25,12 @@ from .exit import run_process
 KEY_PREFIX = "ddp_tui_preflight/host/"
 DEFAULT_MAX_BYTES = 256 * 2**20
 # At world size 1 the checks run over a one-rank group: it proves the backend starts on this
-# device (NCCL's communicator, its kernels), and algbw is the device's own all-reduce rate.
+# device (NCCL's communicator, its kernels). A one-rank all-reduce moves no data, so the table
+# then times the launch of a collective, not a link.
 ONE_RANK_NOTE = (
-    "one rank: the collectives ran over a one-rank group; busbw is 0 by its definition "
-    "2(n-1)/n, algbw is this device's own all-reduce rate"
+    "one rank: the collectives ran over a one-rank group, which shows the backend starts on "
+    "this device; a one-rank all-reduce moves no data, so the times are its launch latency, "
+    "and busbw is 0 by its definition 2(n-1)/n"
 )
 
 
