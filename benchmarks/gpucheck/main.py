@@ -53,7 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=REPO / ".gpu-wheels",
         help="wheels to carry (make gpu-wheels)",
     )
-    p.add_argument("--budget-sec", type=float, default=330.0, help="stop starting work after this")
+    p.add_argument("--budget-sec", type=float, default=350.0, help="stop starting work after this")
     p.add_argument("--only", default="", help=f"comma-separated steps of: {', '.join(STEPS)}")
     p.add_argument("--cpu", action="store_true", help="act as if no CUDA device were visible")
     args = p.parse_args(argv)

@@ -290,6 +290,41 @@ def test_preflight_passes_on_two_ranks_with_bandwidth_rows(tmp_path: Path) -> No
     assert "busbw GB/s" in proc.stdout
 
 
+def test_preflight_of_one_process_runs_its_collectives_over_a_one_rank_group(
+    tmp_path: Path,
+) -> None:
+    """World size 1 still forms a group: it shows the backend starts (NCCL on a GPU), and the
+    table is honest that a one-rank all-reduce moves no data."""
+    proc = run(
+        torchrun_argv(
+            "ddp_tui.trainer.preflight",
+            ["--run-dir", str(tmp_path), "--max-bytes", "8192", "--timeout-sec", "30"],
+            nproc=1,
+        )
+    )
+    assert proc.returncode == 0, explain(proc)
+    report = json.loads((tmp_path / "preflight.json").read_text())
+    assert report["ok"] is True and report["world_size"] == 1 and report["backend"] == "gloo"
+    assert all(report["checks"][c]["ok"] for c in ("all_reduce", "broadcast", "barrier"))
+    assert [r["bytes"] for r in report["bandwidth"]] == [1024, 2048, 4096, 8192]
+    assert all(r["busbw_gbps"] == 0 and r["time_us"] > 0 for r in report["bandwidth"])
+    assert "moves no data" in report["note"]
+
+
+def test_batches_made_on_the_device_train_exactly_as_the_loader(
+    reference: tuple[Path, str], tmp_path: Path
+) -> None:
+    """--data-on-device changes where batches are made, not what is learnt: the same losses
+    and the same final weights as the reference run through the DataLoader."""
+    proc = torchrun_train(tmp_path, *TINY, "--data-on-device")
+    assert proc.returncode == 0, explain(proc)
+    run_dir, _ = reference
+    losses = [r["train_loss"] for r in metrics_rows(tmp_path)]
+    assert losses == [r["train_loss"] for r in metrics_rows(run_dir)]
+    assert run_json(tmp_path)["weights_sha256"] == run_json(run_dir)["weights_sha256"]
+    assert "batches made on the device" in run_json(tmp_path)["data"]
+
+
 def test_preflight_names_the_rank_and_host_that_does_not_answer(tmp_path: Path) -> None:
     """Rank 1 joins the world, then stalls (DDP_TUI_FAKE_STALL_RANK: a hang cannot be produced
     on cue, so this one is faked and named so)."""

@@ -209,3 +209,26 @@ def test_users_own_model_and_dataset_train_in_one_process(
     assert [r["epoch"] for r in rows] == ["1", "2", "3"]
     assert float(rows[-1]["val_acc"]) > 0.8  # the label is the sign of the first feature
     assert "rank 0/1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("rank", "skip"), [(0, 0), (1, 0), (1, 5)])
+def test_batches_made_on_the_device_are_the_loaders_batches(rank: int, skip: int) -> None:
+    """--data-on-device gathers by index what the DataLoader assembles sample by sample: the
+    same tensors in the same order, for each rank's shard and from part-way through an epoch."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from ddp_tui.trainer.data import DeviceBatches, SyntheticClassification
+    from ddp_tui.trainer.sampling import ResumableDistributedSampler
+
+    data = SyntheticClassification(37, (3, 8, 8), 5, seed=3, split=0)
+    sampler = ResumableDistributedSampler(data, num_replicas=2, rank=rank, seed=3)
+    sampler.set_epoch(2)
+    sampler.skip = skip
+    made = list(DeviceBatches(data, sampler, 4, torch.device("cpu")))
+    loaded = list(DataLoader(data, batch_size=4, sampler=sampler))
+    assert len(made) == len(loaded) == len(DeviceBatches(data, sampler, 4, torch.device("cpu")))
+    assert len(made) == -(-(19 - skip) // 4)
+    for (x, y), (lx, ly) in zip(made, loaded, strict=True):
+        assert torch.equal(y, ly)
+        assert torch.allclose(x, lx, atol=1e-6)

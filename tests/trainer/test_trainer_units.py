@@ -150,6 +150,7 @@ def _usage(argv: list[str]) -> UsageError:
         (["--model", "res net"], "--model"),
         (["--timeout-sec", "0"], "--timeout-sec"),
         (["--num-classes", "1"], "--num-classes"),
+        (["--dataset", "tabular", "--data-root", "/tmp", "--data-on-device"], "--data-on-device"),
     ],
 )
 def test_bad_arguments_name_the_argument(argv: list[str], argument: str) -> None:

@@ -1,0 +1,98 @@
+"""``make gpu-check`` as CI runs it: on a machine without CUDA it says so, runs its own harness on
+the CPU (the trainer against the plain loop, a real job on the local scheduler with verify,
+Resources and Run detail, the out-of-memory job planned, a one-rank preflight) and exits 0.
+This keeps the prepared GPU run from rotting between the rare chances to run it on a GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from gpucheck.report import FAIL, PASS, SKIP, Report, Step, Target  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+@pytest.fixture(scope="module")
+def cpu_check(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("gpu-check")
+    proc = subprocess.run(
+        [
+            sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--cpu", "--out", str(out),
+            "--wheels", str(out / "no-wheels"), "--budget-sec", "500",
+        ],
+        capture_output=True, text=True, timeout=600, check=False, cwd=REPO,
+    )  # fmt: skip
+    return proc, out
+
+
+def _report(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "gpu-check.json").read_text())
+    return data
+
+
+def test_without_cuda_it_says_so_checks_its_cpu_side_and_exits_0(
+    cpu_check: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    proc, out = cpu_check
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert "no CUDA device" in proc.stdout
+    report = _report(out)
+    assert report["mode"] == "cpu" and report["ok"] is True
+    assert report["device"]["summary"].startswith("no CUDA device")
+    status = {s["name"]: s["status"] for s in report["steps"]}
+    assert status == {
+        "environment": PASS,
+        "throughput": PASS,
+        "local_job": PASS,
+        "run_detail": PASS,
+        "oom": SKIP,
+        "preflight": PASS,
+        "compile": SKIP,
+    }
+
+
+def test_the_cpu_run_measures_both_sides_and_runs_the_users_path(
+    cpu_check: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    _, out = cpu_check
+    steps = {s["name"]: s for s in _report(out)["steps"]}
+    details = steps["throughput"]["details"]
+    for side in ("trainer", "plain loop", "trainer, host loader", "plain loop, host loader"):
+        assert len(details[f"{side} img/s per epoch"]) == 2  # both epochs, warm-up included
+    # No target on a CPU: the numbers are the harness's, not a GPU's.
+    assert steps["throughput"]["targets"] == []
+    job = steps["local_job"]
+    assert job["details"]["state"] == "COMPLETED" and job["details"]["run.json backend"] == "gloo"
+    assert "[ok  ] world size and backend match the spec" in job["evidence"]["ddp-tui verify"]
+    assert "host RSS" in job["evidence"]["ddp-tui resources"]
+    assert "planned (--dry-run)" in steps["oom"]["summary"]
+    assert "moves no data" in steps["preflight"]["details"]["preflight"]["note"]
+    for name in ("detail-logs", "detail-metrics", "detail-resources"):
+        svg = (out / f"{name}.svg").read_text()
+        assert svg.startswith("<svg") and "gpu-check" in svg
+    markdown = (out / "gpu-check.md").read_text()
+    assert "# ddp-tui GPU check" in markdown and "| Run detail of that job | pass |" in markdown
+
+
+def test_a_missed_target_fails_its_step_and_the_report() -> None:
+    step = Step("throughput", "Trainer throughput")
+    step.targets = [Target("ratio", 0.99, 0.97, "x"), Target("img/s", 2900.0, 3000.0, "img/s")]
+    step.settle()
+    assert step.status == FAIL and "missed: img/s" in step.summary
+    report = Report(mode="cuda", steps=[step])
+    assert report.ok is False
+    assert "| img/s | 2,900 img/s | >= 3,000 img/s | NO |" in report.to_markdown()
+    met = Step("x", "X", targets=[Target("ratio", 0.98, 0.97)])
+    met.settle()
+    assert met.status == PASS and Report(mode="cuda", steps=[met]).ok
