@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from ddp_tui.remote.states import TERMINAL_STATES
@@ -176,6 +177,49 @@ def _check_records(ctx: Context, step: Step, run_id: str) -> None:
             step.fail("metrics.csv has no MFU")
         if run_json.get("backend") != "nccl" or not run_json.get("nccl_version"):
             step.fail("run.json does not say nccl")
+
+
+USER_SCRIPT = Path(__file__).resolve().parent / "user_script" / "ddp_tutorial.py"
+
+
+def script_job(ctx: Context, step: Step) -> None:
+    """A user's own DDP script (the tutorials' idiom) through ``--entry script``: it runs on
+    the GPU with NCCL, its epochs are read from its output, and verify is green."""
+    epochs = 3
+    flags = [
+        *size_flags(ctx), "--entry", "script", "--script", str(USER_SCRIPT),
+        "--script-args", f"--epochs {epochs}", "--epochs", str(epochs), "--telemetry-sec", "0",
+    ]  # fmt: skip
+    run_id = submit(ctx, step, "submit", "gpu-check-script", flags)
+    if run_id is None:
+        return
+    row = wait_for_end(ctx, step, run_id, 120)
+    if row is None:
+        return
+    step.details["state"] = row["state"]
+    step.details["epochs"] = f"{row['epochs_done']}/{row['epochs_total']}"
+    if row["state"] != "COMPLETED":
+        step.fail(f"ended {row['state']}")
+        step.evidence["ddp-tui why"] = command_text(ctx, "why", run_id)[1]
+    code, text = command_text(ctx, "verify", run_id)
+    step.evidence["ddp-tui verify"] = text
+    if code != 0:
+        step.fail("verify is not green")
+    rows = _metrics(ctx, run_id)
+    step.details["metrics.csv"] = [
+        {k: r.get(k) for k in ("epoch", "train_loss", "train_acc")} for r in rows
+    ]
+    if len(rows) != epochs or not all(r.get("train_loss") for r in rows):
+        step.fail(f"{len(rows)} metrics.csv rows with a loss, not {epochs}")
+    # The script's own word for the group it formed (run.json only repeats the spec's).
+    log = command_text(ctx, "logs", run_id)[1]
+    want = f"backend {'nccl' if ctx.cuda else 'gloo'} device {'cuda:0' if ctx.cuda else 'cpu'}"
+    said = next((line for line in log.splitlines() if line.startswith("rank 0/")), "")
+    step.details["the script says"] = said or "-"
+    if want not in said:
+        step.fail(f"the script did not report {want}")
+    if step.status != FAIL:
+        step.summary = f"{run_id}: COMPLETED, {len(rows)} epochs read from its output, {said}"
 
 
 def oom(ctx: Context, step: Step) -> None:

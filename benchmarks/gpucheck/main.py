@@ -8,9 +8,11 @@ Steps, in this order (the cheap, decisive ones before ``torch.compile``'s minute
 3. local job    ``ddp-tui submit --device cuda --backend nccl --gpus-per-node 1``: COMPLETED,
                 verify green, NVML rows in Resources, peak memory and MFU in metrics.csv
 4. run detail   the real app, headless, on that run: its tabs as SVG, the numbers checked
-5. oom          a batch too big on purpose: FAILED, and ``why`` says CUDA out of memory
-6. preflight    ``ddp-tui preflight`` over NCCL at world size 1, with its bandwidth table
-7. compile      step 2 again with ``--compile`` on both sides
+5. script job   a user's own DDP script (tutorial idiom) through ``--entry script``: NCCL on
+                the GPU, its epochs read from its output, verify green
+6. oom          a batch too big on purpose: FAILED, and ``why`` says CUDA out of memory
+7. preflight    ``ddp-tui preflight`` over NCCL at world size 1, with its bandwidth table
+8. compile      step 2 again with ``--compile`` on both sides
 
 Without CUDA it says "no CUDA device", runs the same harness on the CPU (gloo, a small CNN; the
 out-of-memory job only planned, compile skipped) and exits 0 when that works: CI runs it so,
@@ -30,12 +32,22 @@ from . import detail, environment, jobs, throughput
 from .context import REPO, Context, OutOfTime
 from .report import SKIP, Report, Step
 
-STEPS = ("environment", "throughput", "local_job", "run_detail", "oom", "preflight", "compile")
+STEPS = (
+    "environment",
+    "throughput",
+    "local_job",
+    "run_detail",
+    "script_job",
+    "oom",
+    "preflight",
+    "compile",
+)
 TITLES = {
     "environment": "Environment and carried packages",
     "throughput": "Trainer throughput against a plain loop",
     "local_job": "The local-scheduler path with CUDA",
     "run_detail": "Run detail of that job",
+    "script_job": "A user's own DDP script on the GPU",
     "oom": "A real CUDA out-of-memory error",
     "preflight": "Preflight with NCCL at world size 1",
     "compile": "Trainer throughput under torch.compile",
@@ -53,7 +65,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=REPO / ".gpu-wheels",
         help="wheels to carry (make gpu-wheels)",
     )
-    p.add_argument("--budget-sec", type=float, default=350.0, help="stop starting work after this")
+    p.add_argument("--budget-sec", type=float, default=360.0, help="stop starting work after this")
     p.add_argument("--only", default="", help=f"comma-separated steps of: {', '.join(STEPS)}")
     p.add_argument("--cpu", action="store_true", help="act as if no CUDA device were visible")
     args = p.parse_args(argv)
@@ -117,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             "throughput": lambda step: throughput.compare(ctx, step, compiled=False),
             "local_job": local_job_step,
             "run_detail": run_detail_step,
+            "script_job": lambda step: jobs.script_job(ctx, step),
             "oom": lambda step: jobs.oom(ctx, step),
             "preflight": lambda step: jobs.preflight(ctx, step),
             "compile": compile_step,

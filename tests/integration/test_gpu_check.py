@@ -1,6 +1,7 @@
 """``make gpu-check`` as CI runs it: on a machine without CUDA it says so, runs its own harness on
 the CPU (the trainer against the plain loop, a real job on the local scheduler with verify,
-Resources and Run detail, the out-of-memory job planned, a one-rank preflight) and exits 0.
+Resources and Run detail, a user's own DDP script, the out-of-memory job planned, a one-rank
+preflight) and exits 0.
 This keeps the prepared GPU run from rotting between the rare chances to run it on a GPU."""
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def test_without_cuda_it_says_so_checks_its_cpu_side_and_exits_0(
         "throughput": PASS,
         "local_job": PASS,
         "run_detail": PASS,
+        "script_job": PASS,
         "oom": SKIP,
         "preflight": PASS,
         "compile": SKIP,
@@ -76,6 +78,9 @@ def test_the_cpu_run_measures_both_sides_and_runs_the_users_path(
     assert job["details"]["state"] == "COMPLETED" and job["details"]["run.json backend"] == "gloo"
     assert "[ok  ] world size and backend match the spec" in job["evidence"]["ddp-tui verify"]
     assert "host RSS" in job["evidence"]["ddp-tui resources"]
+    script = steps["script_job"]["details"]
+    assert script["the script says"] == "rank 0/1 backend gloo device cpu"
+    assert [row["epoch"] for row in script["metrics.csv"]] == ["1", "2", "3"]
     assert "planned (--dry-run)" in steps["oom"]["summary"]
     assert "moves no data" in steps["preflight"]["details"]["preflight"]["note"]
     for name in ("detail-logs", "detail-metrics", "detail-resources"):
