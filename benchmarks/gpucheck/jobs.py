@@ -1,7 +1,7 @@
 """The user's path, through the ``ddp-tui`` command on the embedded local scheduler: a trainer job
-on the GPU (verify, Resources, Run detail), a real CUDA out-of-memory error and its diagnosis, and
-a preflight over NCCL. Without CUDA the same commands run on the CPU with gloo; the
-out-of-memory job, which needs a GPU, is then only planned (``submit --dry-run``).
+on the GPU (verify, Resources, Run detail), a user's own DDP script, a real CUDA out-of-memory
+error and its diagnosis, and a preflight over NCCL. Without CUDA the same commands run on the CPU
+with gloo; the out-of-memory job, which needs a GPU, is then only planned (``submit --dry-run``).
 """
 
 from __future__ import annotations
