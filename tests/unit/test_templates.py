@@ -389,6 +389,43 @@ def test_a_users_script_gets_every_hostile_word_intact_under_each_launcher(
     assert ("--local-env-from-slurm" in wrapper) == (launcher == "srun")
 
 
+@pytest.mark.parametrize(
+    ("entry", "device", "env_setup", "expected"),
+    [
+        ("script", "cpu", (), "1"),
+        ("script", "cpu", ("export ACCELERATE_USE_CPU=0",), "0"),
+        ("script", "cuda", (), None),
+        ("trainer", "cpu", (), None),
+    ],
+)
+def test_a_users_script_on_cpus_tells_accelerate_to_use_them(
+    tmp_path: Path,
+    fake_bin: Path,
+    entry: str,
+    device: str,
+    env_setup: tuple[str, ...],
+    expected: str | None,
+) -> None:
+    """Accelerate forms no process group on a CPU node unless ACCELERATE_USE_CPU is set: each
+    rank would train alone (measured: 2 ranks, DistributedType.NO, each on all the data). A CPU
+    job of a user's script sets it, unless the user's own set-up already did."""
+    script = {"entry": "script", "script": "/home/u/proj/train.py"} if entry == "script" else {}
+    spec = ExperimentSpec(
+        **script,
+        device=device,
+        backend="gloo" if device == "cpu" else "nccl",
+        gpus_per_node=2,
+        env_setup=env_setup,
+    )
+    assert validate(spec) == []
+    text = render_training(spec, str(tmp_path / "run"))
+    assert ("ACCELERATE_USE_CPU" in text) == (entry == "script" and device == "cpu")
+    job = Job(tmp_path, fake_bin, text)
+    rc, out = job.run(DDP_TUI_SCHEDULER="local")
+    assert rc == 0, out
+    assert job.environ("py").get("ACCELERATE_USE_CPU") == expected
+
+
 def test_multi_node_script_builds_the_rendezvous_from_the_allocation(
     tmp_path: Path, fake_bin: Path
 ) -> None:
