@@ -31,5 +31,7 @@ for p in manylinux_2_39 manylinux_2_35 manylinux_2_34 manylinux_2_28 manylinux_2
 done
 "$python" -m pip download -q --only-binary=:all: --implementation cp \
     --python-version "$version" "${platforms[@]}" -d "$dest" "${wanted[@]}"
-echo "gpu-wheels: ${#wanted[@]} requirements (${wanted[*]}) -> $(ls "$dest" | wc -l) wheels in $dest:"
-ls "$dest"
+# The check carries these only into this Python version (a cp312 wheel installs nowhere else).
+echo "$version" > "$dest/python-version"
+echo "gpu-wheels: ${#wanted[@]} requirements (${wanted[*]}) -> $(ls "$dest"/*.whl | wc -l) wheels in $dest:"
+ls "$dest"/*.whl

@@ -43,12 +43,23 @@ def wheel_names(wheels: Path) -> list[str]:
     return names
 
 
+class NotForThisPython(Exception):
+    """The wheels were downloaded for another Python version than the one running the check."""
+
+
 def install_wheels(ctx: Context, wheels: Path) -> list[str]:
     """Install the carried wheels (no network, no dependency resolution: they were resolved when
     downloaded) into the work directory; returns what was carried."""
     files = sorted(wheels.glob("*.whl"))
     if not files:
         return []
+    marker = wheels / "python-version"
+    made_for = marker.read_text().strip() if marker.is_file() else ""
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if made_for and made_for != running:
+        raise NotForThisPython(
+            f"the wheels in {wheels} are for Python {made_for}, this is {running}: not carried"
+        )
     site = ctx.work / "site"
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps"]
     cmd += ["--no-compile", "--disable-pip-version-check", "--target", str(site)]
@@ -129,6 +140,10 @@ def run(ctx: Context, step: Step, wheels: Path) -> list[str]:
     carried: list[str] = []
     try:
         carried = install_wheels(ctx, wheels)
+    except NotForThisPython as exc:
+        # Not a failure in itself: what ddp-tui needs may be installed here already, and the
+        # imports below say whether it is.
+        step.details["wheels not carried"] = str(exc)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         step.fail(str(exc))
     step.details["carried wheels"] = carried or "none (everything must already be installed)"

@@ -101,3 +101,48 @@ def test_a_missed_target_fails_its_step_and_the_report() -> None:
     met = Step("x", "X", targets=[Target("ratio", 0.98, 0.97)])
     met.settle()
     assert met.status == PASS and Report(mode="cuda", steps=[met]).ok
+
+
+def _wheel(folder: Path, name: str, version: str) -> Path:
+    """A minimal pure-Python wheel, as PEP 427 lays one out: a module and its dist-info."""
+    import zipfile
+
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}.py": f"VALUE = {version!r}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{f},,\n" for f in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(path, "w") as zf:
+        for arcname, text in files.items():
+            zf.writestr(arcname, text)
+    return path
+
+
+def test_carried_wheels_are_installed_and_imported_only_into_their_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+    import time
+
+    from gpucheck.context import Context
+    from gpucheck.environment import NotForThisPython, install_wheels
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "ddp_tui_carried_demo", "1.2")
+    ctx = Context(cuda=False, work=tmp_path / "work", out=tmp_path, deadline=time.monotonic() + 60)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # install_wheels prepends its folder
+    (wheels / "python-version").write_text("2.7\n")
+    with pytest.raises(NotForThisPython, match=r"for Python 2\.7"):
+        install_wheels(ctx, wheels)
+    assert ctx.site is None
+    (wheels / "python-version").write_text(f"{sys.version_info.major}.{sys.version_info.minor}\n")
+    assert install_wheels(ctx, wheels) == ["ddp_tui_carried_demo 1.2"]
+    assert ctx.site is not None and str(ctx.site) in ctx.env()["PYTHONPATH"]
+    assert importlib.import_module("ddp_tui_carried_demo").VALUE == "1.2"
+    sys.modules.pop("ddp_tui_carried_demo")
+    assert install_wheels(ctx, tmp_path / "none") == []
