@@ -62,6 +62,17 @@ def submit(ctx: Context, step: Step, command: str, name: str, flags: list[str]) 
     return run_id
 
 
+def submit_and_wait(
+    ctx: Context, step: Step, command: str, name: str, flags: list[str], wanted: float
+) -> tuple[str | None, dict[str, Any] | None]:
+    """Submit, then wait up to ``wanted`` s for the end: the run id and its last ``ls`` row
+    (either None when that part failed; the step says why)."""
+    run_id = submit(ctx, step, command, name, flags)
+    if run_id is None:
+        return None, None
+    return run_id, wait_for_end(ctx, step, run_id, wanted)
+
+
 def run_row(ctx: Context, run_id: str) -> dict[str, Any] | None:
     proc = ctx.ddp_tui("ls", "--json")
     if proc.returncode != 0:
@@ -98,18 +109,11 @@ def _metrics(ctx: Context, run_id: str) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def local_job(ctx: Context, step: Step) -> str | None:
-    """Submit the trainer, wait, then verify, Resources and the run's own records."""
-    flags = [*size_flags(ctx), *training_flags(ctx), "--telemetry-sec", "1"]
-    run_id = submit(ctx, step, "submit", "gpu-check", flags)
-    if run_id is None:
-        return None
-    row = wait_for_end(ctx, step, run_id, 240)
-    if row is None:
-        return run_id
+def _completed_and_verified(ctx: Context, step: Step, run_id: str, row: dict[str, Any]) -> None:
+    """An ended training run must have COMPLETED (else ``why`` is the evidence) with verify
+    green (its checklist is the evidence either way)."""
     step.details["state"] = row["state"]
     step.details["epochs"] = f"{row['epochs_done']}/{row['epochs_total']}"
-    step.details["throughput"] = row["throughput"]
     if row["state"] != "COMPLETED":
         step.fail(f"ended {row['state']}")
         step.evidence["ddp-tui why"] = command_text(ctx, "why", run_id)[1]
@@ -117,6 +121,16 @@ def local_job(ctx: Context, step: Step) -> str | None:
     step.evidence["ddp-tui verify"] = text
     if code != 0:
         step.fail("verify is not green")
+
+
+def local_job(ctx: Context, step: Step) -> str | None:
+    """Submit the trainer, wait, then verify, Resources and the run's own records."""
+    flags = [*size_flags(ctx), *training_flags(ctx), "--telemetry-sec", "1"]
+    run_id, row = submit_and_wait(ctx, step, "submit", "gpu-check", flags, 240)
+    if run_id is None or row is None:
+        return run_id
+    _completed_and_verified(ctx, step, run_id, row)
+    step.details["throughput"] = row["throughput"]
     _check_resources(ctx, step, run_id)
     _check_records(ctx, step, run_id)
     if step.status != FAIL:
@@ -190,21 +204,10 @@ def script_job(ctx: Context, step: Step) -> None:
         *size_flags(ctx), "--entry", "script", "--script", str(USER_SCRIPT),
         "--script-args", f"--epochs {epochs}", "--epochs", str(epochs), "--telemetry-sec", "0",
     ]  # fmt: skip
-    run_id = submit(ctx, step, "submit", "gpu-check-script", flags)
-    if run_id is None:
+    run_id, row = submit_and_wait(ctx, step, "submit", "gpu-check-script", flags, 120)
+    if run_id is None or row is None:
         return
-    row = wait_for_end(ctx, step, run_id, 120)
-    if row is None:
-        return
-    step.details["state"] = row["state"]
-    step.details["epochs"] = f"{row['epochs_done']}/{row['epochs_total']}"
-    if row["state"] != "COMPLETED":
-        step.fail(f"ended {row['state']}")
-        step.evidence["ddp-tui why"] = command_text(ctx, "why", run_id)[1]
-    code, text = command_text(ctx, "verify", run_id)
-    step.evidence["ddp-tui verify"] = text
-    if code != 0:
-        step.fail("verify is not green")
+    _completed_and_verified(ctx, step, run_id, row)
     rows = _metrics(ctx, run_id)
     step.details["metrics.csv"] = [
         {k: r.get(k) for k in ("epoch", "train_loss", "train_acc")} for r in rows
@@ -232,11 +235,8 @@ def oom(ctx: Context, step: Step) -> None:
             step.evidence["ddp-tui submit --dry-run"] = text[-3000:]
         step.summary = step.summary or "no CUDA device: the job was planned (--dry-run), not run"
         return
-    run_id = submit(ctx, step, "submit", "gpu-check-oom", flags)
-    if run_id is None:
-        return
-    row = wait_for_end(ctx, step, run_id, 180)
-    if row is None:
+    run_id, row = submit_and_wait(ctx, step, "submit", "gpu-check-oom", flags, 180)
+    if run_id is None or row is None:
         return
     step.details["state"] = row["state"]
     proc = ctx.ddp_tui("why", run_id, "--json")
@@ -260,11 +260,8 @@ def oom(ctx: Context, step: Step) -> None:
 
 def preflight(ctx: Context, step: Step) -> None:
     """``ddp-tui preflight`` at world size 1: the backend starts, and the bandwidth table."""
-    run_id = submit(ctx, step, "preflight", "gpu-check", size_flags(ctx))
-    if run_id is None:
-        return
-    row = wait_for_end(ctx, step, run_id, 150)
-    if row is None:
+    run_id, row = submit_and_wait(ctx, step, "preflight", "gpu-check", size_flags(ctx), 150)
+    if run_id is None or row is None:
         return
     pf = row.get("preflight") or {}
     step.details["preflight"] = {k: pf.get(k) for k in ("ok", "backend", "bandwidth_rows", "note")}
