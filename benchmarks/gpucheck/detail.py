@@ -7,13 +7,15 @@ from __future__ import annotations
 import asyncio
 import html
 import re
-from pathlib import Path
+from typing import Any
 
 from .context import Context
 from .report import Step
 
 SIZE = (132, 40)
+# Each tab, by its key and the name of its screenshot.
 TABS = (("1", "detail-logs"), ("2", "detail-metrics"), ("4", "detail-resources"))
+WAIT_SEC = 30.0
 
 
 def svg_text(svg: str) -> str:
@@ -22,7 +24,21 @@ def svg_text(svg: str) -> str:
     return html.unescape(" ".join(spans)).replace("\xa0", " ")
 
 
-async def _shoot(ctx: Context, run_id: str) -> dict[str, str]:
+async def _until(pilot: Any, app: Any, shown: str) -> str:
+    """The screen's text once it shows ``shown`` (or, after WAIT_SEC, whatever it shows):
+    the screenshot waits for the data, so a slow machine gets the same picture as a fast one."""
+    text = ""
+    for _ in range(int(WAIT_SEC / 0.25)):
+        await pilot.pause()
+        text = svg_text(app.export_screenshot())
+        if shown in text:
+            break
+        await asyncio.sleep(0.25)
+    return text
+
+
+async def _shoot(ctx: Context, run_id: str, shown: dict[str, str]) -> dict[str, str]:
+    """The tabs' texts; ``shown``: per tab, a text that says its data has arrived."""
     from ddp_tui.config import Profile
     from ddp_tui.remote.cluster import Cluster
     from ddp_tui.tui.app import DdpTuiApp
@@ -32,24 +48,28 @@ async def _shoot(ctx: Context, run_id: str) -> dict[str, str]:
     texts: dict[str, str] = {}
     async with app.run_test(size=SIZE) as pilot:
         # The Jobs table lists the newest run first: the check's job, submitted last.
-        for _ in range(30):
-            await asyncio.sleep(0.5)
+        for _ in range(int(WAIT_SEC / 0.25)):
+            await asyncio.sleep(0.25)
             if app.snapshot is not None and any(r.run_id == run_id for r in app.snapshot.runs):
                 break
         await pilot.press("enter")
-        await asyncio.sleep(3)
         for key, name in TABS:
             await pilot.press(key)
-            await asyncio.sleep(1.5)
-            path = app.save_screenshot(f"{name}.svg", str(ctx.out))
-            texts[name] = svg_text(Path(path).read_text())
+            texts[name] = await _until(pilot, app, shown[name])
+            app.save_screenshot(f"{name}.svg", str(ctx.out))
     return texts
 
 
 def run(ctx: Context, step: Step, run_id: str, peak: str) -> None:
     """Screenshots of Run detail, and the checks of what they show (``peak``: the peak GPU
     MiB of the run's metrics.csv, empty on a CPU)."""
-    texts = asyncio.run(_shoot(ctx, run_id))
+    shown = {
+        "detail-logs": "[ddp-tui] launcher exited",
+        # On a GPU the run's own peak; on a CPU the column has no figure to wait for.
+        "detail-metrics": f"{float(peak):.0f}" if ctx.cuda and peak else "Peak MiB",
+        "detail-resources": "samples over",
+    }
+    texts = asyncio.run(_shoot(ctx, run_id, shown))
     step.details["screenshots"] = [f"{name}.svg" for _, name in TABS]
     shown = " ".join(texts.values())
     if run_id not in shown:
