@@ -215,29 +215,27 @@ def preflight_main(argv: Sequence[str]) -> int:
         sync: Callable[[], None] = (
             (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
         )
-        if dist.is_initialized():
-            t = torch.full((1024,), float(world.rank + 1), device=device)
-            dist.all_reduce(t)
-            verify("all_reduce", bool(torch.all(t == n * (n + 1) / 2).item()))
-            checkpoint("broadcast")
-            b = torch.arange(1024, dtype=torch.float32, device=device)
-            if world.rank != 0:
-                b.zero_()
-            dist.broadcast(b, src=0)
-            verify(
-                "broadcast",
-                bool(torch.equal(b, torch.arange(1024, dtype=torch.float32, device=device))),
-            )
-            checkpoint("barrier")
-            t0 = time.perf_counter()
-            dist.barrier()
-            report["checks"]["barrier"] = {"ok": True, "seconds": time.perf_counter() - t0}
-            checkpoint("bandwidth")
-            report["bandwidth"] = _bandwidth(world, args.min_bytes, args.max_bytes, sync)
-            if n == 1:
-                report["note"] = ONE_RANK_NOTE
-        else:
-            report["note"] = "single process: no collectives to test"
+        # init_world formed a group for every world size, one rank included.
+        t = torch.full((1024,), float(world.rank + 1), device=device)
+        dist.all_reduce(t)
+        verify("all_reduce", bool(torch.all(t == n * (n + 1) / 2).item()))
+        checkpoint("broadcast")
+        b = torch.arange(1024, dtype=torch.float32, device=device)
+        if world.rank != 0:
+            b.zero_()
+        dist.broadcast(b, src=0)
+        verify(
+            "broadcast",
+            bool(torch.equal(b, torch.arange(1024, dtype=torch.float32, device=device))),
+        )
+        checkpoint("barrier")
+        t0 = time.perf_counter()
+        dist.barrier()
+        report["checks"]["barrier"] = {"ok": True, "seconds": time.perf_counter() - t0}
+        checkpoint("bandwidth")
+        report["bandwidth"] = _bandwidth(world, args.min_bytes, args.max_bytes, sync)
+        if n == 1:
+            report["note"] = ONE_RANK_NOTE
         checkpoint("end")
         report["ok"] = True
         code = EXIT_OK
