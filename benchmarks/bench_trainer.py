@@ -199,10 +199,8 @@ def plain_worker(cfg: argparse.Namespace) -> None:
         return torch.autocast(device.type, dtype=dtype)
 
     def batches() -> Any:
-        if not cfg.data_on_device:
-            return iter(loader)
-        steps = min(len(loader), cfg.max_steps) if cfg.max_steps else len(loader)
-        return (fixed for _ in range(steps))
+        # As many steps as the loader would give; the loop below applies --max-steps to both.
+        return iter(loader) if not cfg.data_on_device else (fixed for _ in range(len(loader)))
 
     fixed: tuple[torch.Tensor, torch.Tensor] | None = None
     if cfg.data_on_device:
