@@ -233,7 +233,8 @@ def oom(ctx: Context, step: Step) -> None:
         if code != 0:
             step.fail("the out-of-memory job's spec was refused")
             step.evidence["ddp-tui submit --dry-run"] = text[-3000:]
-        step.summary = step.summary or "no CUDA device: the job was planned (--dry-run), not run"
+        else:
+            step.skip("no CUDA device: the job was planned (--dry-run), not run")
         return
     run_id, row = submit_and_wait(ctx, step, "submit", "gpu-check-oom", flags, 180)
     if run_id is None or row is None:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import detail, environment, jobs, throughput
 from .context import REPO, Context, OutOfTime
-from .report import SKIP, Report, Step
+from .report import Report, Step
 
 STEPS = (
     "environment",
@@ -111,16 +111,14 @@ def main(argv: list[str] | None = None) -> int:
 
         def run_detail_step(step: Step) -> None:
             if not run_id:
-                step.summary = "no job to show (the local-job step did not submit one)"
-                step.status = SKIP
+                step.skip("no job to show (the local-job step did not submit one)")
                 return
             detail.run(ctx, step, run_id[0], _peak_of(report))
             step.summary = step.summary or f"Logs, Metrics and Resources of {run_id[0]} drawn"
 
         def compile_step(step: Step) -> None:
             if not cuda:
-                step.summary = "no CUDA device: torch.compile's GPU run is not tried on the CPU"
-                step.status = SKIP
+                step.skip("no CUDA device: torch.compile's GPU run is not tried on the CPU")
                 return
             throughput.compare(ctx, step, compiled=True)
 
@@ -162,12 +160,9 @@ def _run_step(ctx: Context, step: Step, action: Callable[[Step], None]) -> None:
         if ctx.left() < 10:
             raise OutOfTime("the time budget is spent")
         action(step)
-        if step.status == SKIP and step.summary.startswith("no "):
-            pass  # skipped on purpose (no CUDA, nothing to show)
-        else:
-            step.settle()
+        step.settle()
     except OutOfTime as exc:
-        step.summary = f"{step.summary}; skipped: {exc}" if step.summary else f"skipped: {exc}"
+        step.skip(f"skipped: {exc}")
     except Exception as exc:
         step.fail(f"{type(exc).__name__}: {exc}")
         step.evidence["traceback"] = traceback.format_exc()[-3000:]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 PASS, FAIL, SKIP = "pass", "FAIL", "skip"
+PENDING = "pending"  # not judged yet: a step that ends so passes (settle)
 
 
 @dataclass
@@ -35,7 +36,7 @@ class Step:
 
     name: str
     title: str
-    status: str = SKIP
+    status: str = PENDING
     seconds: float = 0.0
     summary: str = ""
     details: dict[str, Any] = field(default_factory=dict)
@@ -46,9 +47,15 @@ class Step:
         self.status = FAIL
         self.summary = f"{self.summary}; {why}" if self.summary else why
 
+    def skip(self, why: str) -> None:
+        """Not run on purpose (no CUDA, nothing to show, no time left), unless it failed."""
+        if self.status != FAIL:
+            self.status = SKIP
+        self.summary = f"{self.summary}; {why}" if self.summary else why
+
     def settle(self) -> None:
         """A step that ran and found nothing wrong passes, unless a target was missed."""
-        if self.status == SKIP:
+        if self.status == PENDING:
             self.status = PASS
         missed = [t.what for t in self.targets if not t.met]
         if missed and self.status == PASS:
