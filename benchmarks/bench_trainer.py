@@ -242,6 +242,28 @@ def plain_worker(cfg: argparse.Namespace) -> None:
     os._exit(0)
 
 
+# The workload of each mode; a value given on the command line (or by the GPU check) wins.
+GPU_WORKLOAD: dict[str, Any] = dict(
+    epochs=3, batch_size=256, workers=8, max_steps=60, model="resnet50", shape="3,224,224",
+    classes=1000, lr=0.1, backend="nccl",
+)  # fmt: skip
+CPU_WORKLOAD: dict[str, Any] = dict(
+    nproc=2, epochs=5, samples=4096, batch_size=64, workers=0, max_steps=0, model="simple_cnn",
+    shape="1,28,28", classes=10, lr=0.05, backend="gloo",
+)  # fmt: skip
+
+
+def workload(gpu: bool, **given: Any) -> argparse.Namespace:
+    """The runs' configuration: the ``given`` values that are set (not None or 0), the rest from
+    the mode's defaults; on a GPU the training set is one epoch of ``max_steps`` steps."""
+    values = {**(GPU_WORKLOAD if gpu else CPU_WORKLOAD)}
+    values.update({k: v for k, v in given.items() if v not in (None, 0)}, gpu=gpu)
+    if gpu and not values.get("samples"):
+        values["samples"] = values["batch_size"] * values["nproc"] * values["max_steps"]
+    values["val_samples"] = values["batch_size"] * values["nproc"] if gpu else 256
+    return argparse.Namespace(**values)
+
+
 def _steady(rates: list[float]) -> list[float]:
     """The epochs after the first (warm-up)."""
     return rates[1:] if len(rates) > 1 else rates
@@ -273,27 +295,15 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.plain_worker:
         plain_worker(cfg)
         return 0
+    given = {key: getattr(cfg, key, None) for key in (*GPU_WORKLOAD, *CPU_WORKLOAD)}
     if cfg.gpu:
         import torch
 
         gpus = torch.cuda.device_count()
         if not gpus:
             raise SystemExit("--gpu: no CUDA device is visible")
-        defaults: dict[str, Any] = dict(
-            nproc=gpus, epochs=3, batch_size=256, workers=8, max_steps=60, model="resnet50",
-            shape="3,224,224", classes=1000, lr=0.1, backend="nccl",
-        )  # fmt: skip
-    else:
-        defaults = dict(
-            nproc=2, epochs=5, samples=4096, batch_size=64, workers=0, max_steps=0,
-            model="simple_cnn", shape="1,28,28", classes=10, lr=0.05, backend="gloo",
-        )  # fmt: skip
-    for key, value in defaults.items():
-        if getattr(cfg, key, None) in (None, 0):
-            setattr(cfg, key, value)
-    if cfg.gpu and not cfg.samples:
-        cfg.samples = cfg.batch_size * cfg.nproc * cfg.max_steps
-    cfg.val_samples = 256 if not cfg.gpu else cfg.batch_size * cfg.nproc
+        given["nproc"] = cfg.nproc or gpus
+    vars(cfg).update(vars(workload(cfg.gpu, **given)))
 
     ours: list[float] = []
     plain: list[float] = []
