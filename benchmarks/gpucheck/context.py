@@ -61,8 +61,6 @@ class Context:
         env["DDP_TUI_CONFIG"] = str(self.config)
         env["XDG_STATE_HOME"] = str(self.work / "state")
         env["PYTHONUNBUFFERED"] = "1"
-        # The compiled graphs of one run are reused by the next (the same model, compiled twice).
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(self.work / "inductor"))
         return env
 
     def write_config(self) -> None:
