@@ -39,6 +39,7 @@ _TQDM = re.compile(
 )
 _TQDM_EPOCH = re.compile(r"epoch\s*[:=]?\s*(\d+)", re.I)
 _TQDM_RATE = re.compile(rf"({_NUM})\s*(it/s|s/it)")
+_DICT_MARKS = str.maketrans("", "", "'\"{}")
 _HF_PAIR = re.compile(rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\()?({_NUM})""")
 
 
@@ -68,7 +69,8 @@ def parse_epoch_line(line: str) -> Record | None:
     if head is None:
         return None
     epoch = int(head.group(1))
-    rest = line[head.end() :]
+    # Quotes and braces off: ``epoch 0: {'accuracy': 0.65, 'f1': 0.79}`` (Accelerate's examples).
+    rest = line[head.end() :].translate(_DICT_MARKS)
     values, samples = collect(_without_epoch(_pairs(_LOOSE_PAIR, rest)))
     step = _step_record(epoch, rest, values)
     if step is not None:

@@ -28,6 +28,9 @@ from ddp_tui.jobfiles import RunRecord
 
 from .columns import EXIT_REQUEUE
 from .csvsource import CsvSource
+from .merge import ObservedRows
+from .observe import BOOT_DIR, ENV_FLAG
+from .observed import Observations
 from .presets import CSV_PREFIX, check_metrics_source
 from .records import EpochRecord, Record
 from .rows import EpochNumbering, MetricsFile, ProgressFile
@@ -62,6 +65,7 @@ class Options:
     world_size: int | None
     backend: str | None
     local_env_from_slurm: bool
+    observe: bool
     command: list[str]  # SCRIPT.py ARGS... or -m MODULE ARGS...
 
 
@@ -90,6 +94,12 @@ def parse_args(argv: Sequence[str]) -> Options:
     p.add_argument("--world-size", type=int, default=None)
     p.add_argument("--backend", default=None)
     p.add_argument("--local-env-from-slurm", action="store_true")
+    p.add_argument(
+        "--observe",
+        choices=("on", "off"),
+        default="on",
+        help="observe every rank from inside (ddp_tui.scriptrun.observe); off: parse output only",
+    )
     ns = p.parse_args(own)
     problem = check_metrics_source(ns.metrics)
     if problem:
@@ -106,6 +116,7 @@ def parse_args(argv: Sequence[str]) -> Options:
         world_size=ns.world_size,
         backend=ns.backend,
         local_env_from_slurm=ns.local_env_from_slurm,
+        observe=ns.observe == "on",
         command=command,
     )
 
@@ -155,6 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     env["DDP_TUI_CHECKPOINT_DIR"] = str(checkpoints)
     env["DDP_TUI_REQUEUE_EXIT_CODE"] = str(EXIT_REQUEUE)
     env["DDP_TUI_ATTEMPT"] = job_id or ""
+    if opts.observe:
+        # Every Python process of the script (not the launcher) starts the observation layer.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(BOOT_DIR), env.get("PYTHONPATH"))))
+        env[ENV_FLAG] = "1"
     os.chdir(opts.cwd)
     append_rank_line(opts.run_dir, rank, local_rank, job_id)
     argv = [sys.executable, *opts.command]
@@ -179,6 +194,9 @@ class Rank0:
         self.launcher = how
         self.closed_outputs: set[int] = set()  # our fds whose reader is gone
         self.parse_failed = False
+        self.observations: Observations | None = None
+        self.rows = ObservedRows()
+        self._observed_shape: tuple[int, ...] = ()
 
     # -- signals -------------------------------------------------------------------------
     def _forward(self, signum: int, frame: FrameType | None) -> None:
@@ -249,14 +267,62 @@ class Rank0:
         )
 
     def _records(self, records: Sequence[Record]) -> None:
-        done = self.metrics.epochs_completed
+        """Parsed records: rows and progress, unless observed epochs and steps are the rows."""
+        rows: list[EpochRecord] = []
         for record in records:
             if isinstance(record, EpochRecord):
-                self.metrics.add(record)
-            else:
+                observed = self.rows.parsed_epoch(record)
+                rows += observed if self._observed_rows() else [record]
+            elif not (self.rows.steps_seen and self._observed_rows()):
                 self.progress.add(record)
+        self._rows(rows)
+
+    def _observed_rows(self) -> bool:
+        """Observed epochs make the rows, unless the script reports through the helper."""
+        return self.rows.active and not self.parser.helper_seen
+
+    def _rows(self, rows: Sequence[EpochRecord]) -> None:
+        done = self.metrics.epochs_completed
+        for row in rows:
+            self.metrics.add(row)
         if self.metrics.epochs_completed != done:
             self.info.update(epochs_completed=self.metrics.epochs_completed, **self._hosts())
+
+    def _observe(self) -> None:
+        """Read the journals: the main one's epochs and steps, everyone's group for run.json.
+        A bug here stops observing, never the copy, the parsing or the training."""
+        if self.observations is None:
+            return
+        try:
+            self._read_observations()
+        except Exception as exc:
+            self.observations = None
+            sys.stderr.write(f"[ddp-tui] observation stopped: {exc!r}\n")
+
+    def _read_observations(self) -> None:
+        assert self.observations is not None
+        rows: list[EpochRecord] = []
+        for record in self.observations.poll():
+            before = self._observed_rows()
+            made = self.rows.observed(record)
+            if self.parser.helper_seen:
+                continue
+            if made and not before:
+                self.metrics.forget_attempt()  # parsed rows give way to the observed epochs
+            rows += made
+            step = self.rows.step(record)
+            if step is not None:
+                self.progress.add(step)
+        self._rows(rows)
+        shape = self.observations.shape()
+        if shape != self._observed_shape:  # a group formed, a framework spoke: say so now
+            self._observed_shape = shape
+            self.info.update(observed=self._observed_summary())
+
+    def _observed_summary(self) -> dict[str, object]:
+        assert self.observations is not None
+        launched = self.opts.world_size or int(os.environ.get("WORLD_SIZE") or 1)
+        return self.observations.summary(launched)
 
     def _hosts(self) -> dict[str, list[str]]:
         by_rank = rank_hosts(self.run_dir, self.job_id)
@@ -315,6 +381,10 @@ class Rank0:
         stderr = subprocess.PIPE if self.bars is not None else None  # else inherited
         proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=stderr, bufsize=0)
         self.child_pid = proc.pid
+        if self.opts.observe:
+            self.observations = Observations(
+                self.run_dir, os.environ.get("DDP_TUI_ATTEMPT", ""), proc.pid
+            )
         self.metrics.restart_clock(time.monotonic())  # the first epoch counts from here
         for signum in self.signals:  # arrived while the child was being started
             with contextlib.suppress(ProcessLookupError):
@@ -333,6 +403,7 @@ class Rank0:
             proc.stderr.close()
         code = proc.wait()
         self._guarded("end", self._finish_parsing)
+        self._observe()
         self.progress.tick(float("inf"))
         self.progress.close()
         return self._finish(code)
@@ -353,6 +424,7 @@ class Rank0:
                 self._copy(target, data)
                 self._guarded(name, functools.partial(feed, data))
             if time.monotonic() >= next_tick:
+                self._observe()
                 self._guarded("tick", self._tick)
                 next_tick = time.monotonic() + _TICK_SEC
 
@@ -365,6 +437,8 @@ class Rank0:
             "finished_at": utc_now(),
             **self._hosts(),
         }
+        if self.observations is not None:
+            end["observed"] = self._observed_summary()
         if status == 0:
             end["state"] = "completed"
         elif status == EXIT_REQUEUE:

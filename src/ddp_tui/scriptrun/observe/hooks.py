@@ -1,0 +1,197 @@
+"""The import hook, and the patches it applies to torch as the script imports it.
+
+:func:`install` puts a finder first on ``sys.meta_path``. It answers only for the few modules in
+:data:`PATCHES`: it lets the normal finders find them, and wraps the loader so that the patch runs
+right after the module's own code. ``torch.distributed`` re-exports ``init_process_group`` from
+``distributed_c10d`` with a star import that runs after that, so the script (and any framework)
+gets the patched function whichever way it reaches it.
+
+Every wrapper calls the original first or last and never swallows what the original raised; our
+bookkeeping around it runs under :meth:`.state.Observer.guard`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+from .journal import Journal
+from .state import Observer
+
+_OBSERVER: Observer | None = None
+
+
+def observer() -> Observer:
+    global _OBSERVER
+    if _OBSERVER is None:
+        _OBSERVER = Observer(Journal.from_environ())
+    return _OBSERVER
+
+
+# -- torch.distributed ---------------------------------------------------------------------
+def _patch_c10d(module: ModuleType) -> None:
+    original = module.init_process_group
+
+    @functools.wraps(original)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        obs = observer()
+        obs.guard(
+            "group",
+            lambda: obs.group(
+                str(module.get_backend()),
+                int(module.get_world_size()),
+                int(module.get_rank()),
+                _env_int("LOCAL_RANK"),
+                socket.gethostname(),
+            ),
+        )
+        return result
+
+    setattr(module, "init_process_group", init_process_group)  # noqa: B010 (a module of torch)
+
+
+def _env_int(name: str) -> int | None:
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+# -- torch.utils.data ----------------------------------------------------------------------
+def batch_size(batch: Any, depth: int = 0) -> int | None:
+    """The batch dimension of a batch: a tensor's first, or the first tensor's inside a tuple,
+    a list or a mapping (a Hugging Face ``BatchEncoding``), or None."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) else None
+    if depth > 2:
+        return None
+    if isinstance(batch, Mapping):
+        for value in batch.values():
+            return batch_size(value, depth + 1)
+        return None
+    if isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)) and batch:
+        return batch_size(batch[0], depth + 1)
+    return None
+
+
+def _sampler_epoch(iterator: Any) -> int | None:
+    sampler = getattr(iterator, "_index_sampler", None)
+    sampler = getattr(sampler, "sampler", sampler)  # a BatchSampler's own sampler
+    epoch = getattr(sampler, "epoch", None)
+    return epoch if isinstance(epoch, int) and hasattr(sampler, "set_epoch") else None
+
+
+def _length(iterator: Any) -> int | None:
+    try:
+        return len(iterator)
+    except (TypeError, ValueError):  # an IterableDataset without a length
+        return None
+
+
+def _patch_dataloader(module: ModuleType) -> None:
+    cls = module._BaseDataLoaderIter
+    original = cls.__next__
+    perf = time.perf_counter
+
+    def __next__(self: Any) -> Any:
+        start = perf()
+        try:
+            batch = original(self)
+        except StopIteration:
+            obs = observer()
+            obs.guard("loader", lambda: obs.exhausted(id(self)))
+            raise
+        wait = perf() - start
+        obs = observer()
+        if "loader" not in obs.off:
+            obs.guard(
+                "loader",
+                lambda: obs.batch(
+                    id(self),
+                    batch_size(batch),
+                    wait,
+                    lambda: _sampler_epoch(self),
+                    lambda: _length(self),
+                ),
+            )
+        return batch
+
+    cls.__next__ = __next__
+
+
+# -- torch.optim ---------------------------------------------------------------------------
+def _param_device(optimizer: Any) -> str | None:
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            return str(param.device)
+    return None
+
+
+def _patch_optimizer(module: ModuleType) -> None:
+    def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        obs = observer()
+        if "step" not in obs.off:
+            obs.guard("step", lambda: obs.step(lambda: _param_device(optimizer)))
+
+    module.register_optimizer_step_post_hook(after_step)
+
+
+def _frameworks(name: str) -> Callable[[ModuleType], None]:
+    """The framework patches live in their own module, imported only when a framework is."""
+
+    def patch(module: ModuleType) -> None:
+        from . import frameworks
+
+        frameworks.PATCHES[name](module, observer())
+
+    return patch
+
+
+#: Module name -> what to do to it right after it is first imported.
+PATCHES: dict[str, Callable[[ModuleType], None]] = {
+    "torch.distributed.distributed_c10d": _patch_c10d,
+    "torch.utils.data.dataloader": _patch_dataloader,
+    "torch.optim.optimizer": _patch_optimizer,
+    "pytorch_lightning.trainer.trainer": _frameworks("lightning"),
+    "lightning.pytorch.trainer.trainer": _frameworks("lightning"),
+    "transformers.trainer": _frameworks("transformers"),
+    "accelerate.accelerator": _frameworks("accelerate"),
+}
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        patch = PATCHES.get(fullname)
+        if patch is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        loader = spec.loader if spec is not None else None
+        if spec is None or loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            original(module)
+            obs = observer()
+            obs.guard(f"patch {fullname}", lambda: patch(module))
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def install() -> None:
+    """Start observing this process (idempotent)."""
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())

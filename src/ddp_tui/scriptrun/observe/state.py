@@ -1,0 +1,269 @@
+"""What one process has seen so far, and the records it turns that into.
+
+Plain Python, fed by the hooks (:mod:`.hooks`, :mod:`.frameworks`), so it is tested without torch.
+
+**Epochs.** A framework that knows its epochs (Lightning, the Hugging Face Trainer) says where they
+start and end, and its own hooks call :meth:`Observer.epoch_start` and :meth:`Observer.epoch_end`.
+Otherwise an epoch is one pass of the *training* DataLoader: the iterator whose batches were
+followed by an optimizer step. It starts at that iterator's first fetch and ends when the iterator
+is exhausted (or when another one starts feeding the steps). A ``DistributedSampler``'s
+``set_epoch`` number, where the script calls it, numbers the epochs; else passes count from 0.
+
+**Samples and step time.** The batch dimension of each batch counts, but only batches followed by
+an optimizer step (a validation pass's batches are dropped at the next fetch from another
+iterator). The time inside ``__next__`` of the training iterator is the data wait; the rest of an
+epoch is compute plus the communication it does not hide.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .journal import Journal
+
+_PROGRESS_SEC = 1.0  # at most one step record a second
+_MAX_ITERATORS = 64  # iterators never exhausted (infinite loaders) are forgotten past this
+
+
+@dataclass
+class _Epoch:
+    number: int
+    source: str
+    start: float
+    iterator: int | None = None
+    steps: int = 0
+    samples: int = 0
+    samples_known: bool = True
+    wait: float = 0.0
+    last_step: float | None = None
+    steps_per_epoch: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Iterator:
+    serial: int  # ids are reused once an iterator is freed; serials are not
+    first: float  # wall time of its first fetch's start
+    sampler_epoch: int | None
+    length: int | None
+
+
+class Observer:
+    def __init__(self, journal: Journal, clock: Callable[[], float] = time.time) -> None:
+        self.journal = journal
+        self.clock = clock
+        self.framework: str | None = None  # drives the epochs once set
+        self.epoch: _Epoch | None = None
+        self.passes = 0  # loader epochs so far (their numbers when no sampler numbers them)
+        self.iterators: dict[int, _Iterator] = {}  # live iterators by id()
+        self.serials = 0
+        self.last_iterator: int | None = None  # serial of the iterator of the last batch
+        self.closed: _Epoch | None = None  # the last loader epoch, while a late step may come
+        self.pending_samples = 0
+        self.pending_known = True
+        self.pending_wait = 0.0
+        self.group_seen = False
+        self.device: str | None = None
+        self.epochs_done = 0
+        self.off: set[str] = set()  # hooks that failed and turned themselves off
+        self._next_progress = 0.0
+        self._progress_samples = 0
+        self._progress_time: float | None = None
+
+    # -- guarding ------------------------------------------------------------------------
+    def guard(self, hook: str, work: Callable[[], None]) -> None:
+        """Run one hook's bookkeeping; if it raises, turn that hook off and leave a note."""
+        if hook in self.off:
+            return
+        try:
+            work()
+        except Exception as exc:
+            self.off.add(hook)
+            self.journal.write("note", hook=hook, error=repr(exc)[:500])
+
+    # -- the process group ---------------------------------------------------------------
+    def group(
+        self, backend: str, world_size: int, rank: int, local_rank: int | None, host: str
+    ) -> None:
+        self.group_seen = True
+        self.journal.write(
+            "group",
+            backend=backend,
+            world_size=world_size,
+            rank=rank,
+            local_rank=local_rank,
+            host=host,
+        )
+
+    def framework_info(self, name: str, **facts: Any) -> None:
+        self.journal.write("framework", name=name, **facts)
+
+    # -- the loader ----------------------------------------------------------------------
+    def batch(
+        self,
+        iterator: int,
+        size: int | None,
+        wait: float,
+        sampler_epoch: Callable[[], int | None],
+        length: Callable[[], int | None],
+    ) -> None:
+        seen = self.iterators.get(iterator)
+        if seen is None:
+            if len(self.iterators) >= _MAX_ITERATORS:
+                self.iterators.pop(next(iter(self.iterators)))
+            self.serials += 1
+            seen = _Iterator(self.serials, self.clock() - wait, sampler_epoch(), length())
+            self.iterators[iterator] = seen
+        if seen.serial != self.last_iterator:  # another loader's batches: not the training ones
+            self.pending_samples, self.pending_known, self.pending_wait = 0, True, 0.0
+            self.last_iterator = seen.serial
+            self.closed = None
+        if size is None:
+            self.pending_known = False
+        else:
+            self.pending_samples += size
+        self.pending_wait += wait
+
+    def exhausted(self, iterator: int) -> None:
+        seen = self.iterators.pop(iterator, None)
+        epoch = self.epoch
+        if seen is None or self.framework is not None or epoch is None:
+            return
+        if epoch.iterator == seen.serial:
+            self._close(self.clock())
+            self.closed = epoch
+
+    # -- optimizer steps -----------------------------------------------------------------
+    def step(self, device: Callable[[], str | None]) -> None:
+        now = self.clock()
+        if self.device is None:
+            self.device = device() or "?"
+            self.journal.write("device", device=self.device)
+        iterator = self.last_iterator
+        closed = self.closed
+        if self.framework is None and closed is not None and closed.iterator == iterator:
+            # A loader that fetches one batch ahead (Accelerate's) exhausts the iterator before
+            # the last batch's step: that step still belongs to the epoch just written.
+            self._take_pending(closed, now)
+            self._write_epoch(closed, now)
+            return
+        if self.framework is None and iterator is not None:
+            epoch = self.epoch
+            if epoch is None or epoch.iterator != iterator:
+                if epoch is not None:
+                    self._close(epoch.last_step or now)
+                self._open_loader_epoch(iterator, now)
+        epoch = self.epoch
+        if epoch is None:
+            return
+        self._take_pending(epoch, now)
+        if now >= self._next_progress:
+            self._progress(epoch, now)
+
+    def _take_pending(self, epoch: _Epoch, now: float) -> None:
+        """One optimizer step: the batches since the last one are its samples."""
+        epoch.steps += 1
+        epoch.samples += self.pending_samples
+        epoch.samples_known = epoch.samples_known and self.pending_known
+        epoch.wait += self.pending_wait
+        epoch.last_step = now
+        self._progress_samples += self.pending_samples
+        self.pending_samples, self.pending_known, self.pending_wait = 0, True, 0.0
+
+    def _open_loader_epoch(self, iterator: int, now: float) -> None:
+        seen = next((i for i in self.iterators.values() if i.serial == iterator), None)
+        numbered = seen.sampler_epoch if seen is not None else None
+        number = numbered if numbered is not None else self.passes
+        self.passes += 1
+        self.epoch = _Epoch(
+            number=number,
+            source="sampler" if numbered is not None else "loader",
+            start=seen.first if seen is not None else now,
+            iterator=iterator,
+            steps_per_epoch=seen.length if seen is not None else None,
+        )
+
+    def _progress(self, epoch: _Epoch, now: float) -> None:
+        rate = None
+        if self._progress_time is not None and now > self._progress_time:
+            rate = self._progress_samples / (now - self._progress_time)
+        self.journal.write(
+            "step",
+            epoch=epoch.number,
+            step=epoch.steps,
+            steps_per_epoch=epoch.steps_per_epoch,
+            samples_per_sec=rate if epoch.samples_known else None,
+        )
+        self._progress_time = now
+        self._progress_samples = 0
+        self._next_progress = now + _PROGRESS_SEC
+
+    # -- a framework's epochs and records ------------------------------------------------
+    def epoch_start(self, number: int, source: str, steps_per_epoch: int | None = None) -> None:
+        if self.epoch is not None:
+            self._close(self.clock())
+        self.epoch = _Epoch(number, source, self.clock(), steps_per_epoch=steps_per_epoch)
+        self.pending_samples, self.pending_known, self.pending_wait = 0, True, 0.0
+
+    def epoch_end(self, metrics: Mapping[str, Any] | None = None) -> None:
+        if self.epoch is None:
+            return
+        if metrics:
+            self.epoch.metrics.update(numbers(metrics))
+        self._close(self.clock())
+
+    def metrics(self, epoch: int, values: Mapping[str, Any], phase: str = "train") -> None:
+        """Values a framework logged for an epoch, perhaps after its end (an evaluation)."""
+        found = numbers(values)
+        if found:
+            self.journal.write("metrics", epoch=epoch, phase=phase, values=found)
+
+    def phase(self, name: str, start: float, metrics: Mapping[str, Any] | None = None) -> None:
+        """A test, validate or predict run: never an epoch."""
+        self.journal.write(
+            "phase", phase=name, start=start, end=self.clock(), values=numbers(metrics or {})
+        )
+
+    def _close(self, end: float) -> None:
+        epoch, self.epoch = self.epoch, None
+        self.closed = None
+        if epoch is None:
+            return
+        self.epochs_done += 1
+        if not self.group_seen and self.epochs_done == 1:
+            self.journal.write("no_group", epoch=epoch.number)
+        self._write_epoch(epoch, end)
+
+    def _write_epoch(self, epoch: _Epoch, end: float) -> None:
+        """The epoch's record (again, with its late step, for a loader one batch ahead)."""
+        seconds = max(end - epoch.start, 0.0)
+        self.journal.write(
+            "epoch",
+            epoch=epoch.number,
+            source=epoch.source,
+            start=epoch.start,
+            end=end,
+            seconds=seconds,
+            steps=epoch.steps,
+            samples=epoch.samples if epoch.samples_known and epoch.steps else None,
+            data_wait_sec=epoch.wait if epoch.steps else None,
+            steps_per_epoch=epoch.steps_per_epoch,
+            values=epoch.metrics,
+        )
+
+
+def numbers(values: Mapping[str, Any]) -> dict[str, float]:
+    """The finite numbers among a framework's metrics (tensors of one element included)."""
+    out: dict[str, float] = {}
+    for key, value in values.items():
+        try:
+            number = float(value.item() if hasattr(value, "item") else value)
+        except (TypeError, ValueError, RuntimeError):
+            continue
+        if math.isfinite(number):
+            out[str(key)] = number
+    return out

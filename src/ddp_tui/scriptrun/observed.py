@@ -1,0 +1,217 @@
+"""Rank 0's wrapper reads the journals of :mod:`.observe`: epochs for ``metrics.csv`` as they end,
+and, at the end, what the processes formed, for ``run.json``'s ``observed``.
+
+The journals of one attempt share its prefix (the Slurm job id). The *main* journal is the one
+of the process whose group rank is 0, or, before any group is formed (or where none ever is),
+that of the wrapper's own child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .observe import OBSERVE_DIR
+from .observe.journal import PROCESS
+
+#: Kinds of records that show a process trained (so that, without a group, it trained alone).
+_TRAINING = ("epoch", "step", "no_group")
+
+
+@dataclass
+class _Journal:
+    path: Path
+    offset: int = 0
+    partial: bytes = b""
+    process: dict[str, Any] = field(default_factory=dict)
+    group: dict[str, Any] | None = None
+    trained: bool = False
+    framework: dict[str, dict[str, Any]] = field(default_factory=dict)
+    device: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        out: list[dict[str, Any]] = []
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                self._note(record)
+                out.append(record)
+        return out
+
+    def _note(self, record: dict[str, Any]) -> None:
+        kind = record.get("kind")
+        if kind == PROCESS:
+            self.process = record
+        elif kind == "group":
+            self.group = record
+        elif kind in _TRAINING:
+            self.trained = True
+        elif kind == "framework":
+            self.framework.setdefault(str(record.get("name")), record)
+        elif kind == "device":
+            self.device = str(record.get("device"))
+        elif kind == "note":
+            self.notes.append(f"{record.get('hook')}: {record.get('error')}")
+
+
+class Observations:
+    def __init__(self, run_dir: Path, attempt: str, child_pid: int) -> None:
+        self.folder = run_dir / OBSERVE_DIR
+        self.prefix = f"{attempt or '0'}-"
+        self.child_pid = child_pid
+        self.journals: dict[str, _Journal] = {}
+        self.main: _Journal | None = None
+
+    def poll(self) -> list[dict[str, Any]]:
+        """New records of the main journal (all journals are read, for the summary)."""
+        try:
+            names = [n for n in os.listdir(self.folder) if n.startswith(self.prefix)]
+        except OSError:
+            names = []
+        for name in names:
+            if name not in self.journals:
+                self.journals[name] = _Journal(self.folder / name)
+        fresh = {name: j.read() for name, j in self.journals.items()}
+        main = self._main()
+        if main is not None and main is not self.main:
+            self.main = main  # chosen now: read from its start
+            return _all_records(main.path)
+        return fresh.get(self.main.path.name, []) if self.main is not None else []
+
+    def _main(self) -> _Journal | None:
+        for j in self.journals.values():
+            if j.group is not None and j.group.get("rank") == 0:
+                return j
+        if self.main is not None:
+            return self.main
+        for j in self.journals.values():
+            if j.process.get("pid") == self.child_pid:
+                return j
+        return None
+
+    def shape(self) -> tuple[int, ...]:
+        """Changes when something the summary reports does."""
+        js = self.journals.values()
+        return (
+            sum(j.group is not None for j in js),
+            sum(j.trained for j in js),
+            sum(len(j.framework) for j in js),
+            sum(j.device is not None for j in js),
+            sum(len(j.notes) for j in js),
+        )
+
+    def summary(self, launched: int) -> dict[str, Any]:
+        """What the processes formed: run.json's ``observed``."""
+        journals = list(self.journals.values())
+        groups = [j.group for j in journals if j.group is not None]
+        alone = [j for j in journals if j.group is None and j.trained]
+        sizes = Counter(int(g.get("world_size") or 0) for g in groups)
+        backends = sorted({str(g.get("backend")) for g in groups})
+        ranks = sorted(
+            (
+                {
+                    "rank": g.get("rank"),
+                    "world_size": g.get("world_size"),
+                    "backend": g.get("backend"),
+                    "host": g.get("host"),
+                    "local_rank": g.get("local_rank"),
+                    "device": j.device,
+                }
+                for j in journals
+                if (g := j.group) is not None
+            ),
+            key=lambda r: r["rank"] if isinstance(r["rank"], int) else -1,
+        )
+        world = next(iter(sizes)) if len(sizes) == 1 else None
+        frameworks: dict[str, Any] = {}
+        for j in journals:
+            for name, record in j.framework.items():
+                frameworks.setdefault(
+                    name, {k: v for k, v in record.items() if k not in ("kind", "t", "name")}
+                )
+        state, reason = _verdict(groups, alone, world, ranks, launched, frameworks)
+        notes = sorted({n for j in journals for n in j.notes})
+        return {
+            "group": state,
+            "reason": reason,
+            "world_size": world,
+            "backend": backends[0] if len(backends) == 1 else (",".join(backends) or None),
+            "hosts": sorted({str(r["host"]) for r in ranks}),
+            "ranks": ranks,
+            "launched": launched,
+            "trained_alone": len(alone),
+            "devices": sorted({j.device for j in journals if j.device}),
+            "frameworks": frameworks,
+            "notes": notes,
+        }
+
+
+#: ``observed.group`` values that mean the ranks did not train together.
+ALONE = ("none", "split", "alone")
+
+
+def _verdict(
+    groups: list[dict[str, Any]],
+    alone: list[_Journal],
+    world: int | None,
+    ranks: list[dict[str, Any]],
+    launched: int,
+    frameworks: dict[str, Any],
+) -> tuple[str, str]:
+    """``formed``, ``none`` (no group), ``split`` (not one group of every rank), ``alone`` (a
+    group formed, but the framework ran each process on its own), or ``unknown``; and why."""
+    if not groups and not alone:
+        return "unknown", "nothing observed: the script imported no torch, or observing failed"
+    if not groups:
+        return "none", "no process group was formed: each process trained on its own"
+    if alone:
+        return "split", f"{len(alone)} process(es) trained without joining the process group"
+    if world is None:
+        sizes = sorted({int(g.get("world_size") or 0) for g in groups})
+        return "split", f"the processes formed groups of different sizes: {sizes}"
+    if world == 1 and launched > 1:
+        return "split", "each process formed a group of its own (world size 1)"
+    if len({r["rank"] for r in ranks}) != world:
+        return "split", f"{len(ranks)} process(es) joined a group of world size {world}"
+    accelerate = frameworks.get("accelerate")
+    if accelerate and launched > 1 and int(accelerate.get("num_processes") or 0) < launched:
+        kind = accelerate.get("distributed_type")
+        count = accelerate.get("num_processes")
+        return "alone", (
+            f"Accelerate ran each process on its own (distributed type {kind}, "
+            f"{count} process), though a group of {world} was formed"
+        )
+    return "formed", f"{world} process(es) formed one {ranks[0]['backend']} group"
+
+
+def _all_records(path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
