@@ -164,6 +164,7 @@ BAD: list[tuple[str, Any, str]] = [
     ("script_args", "a\x00b", "control characters"),
     ("project_dir", "p\nq", "newlines"),
     ("code_mode", "copy", "snapshot, in-place"),
+    ("observe", "maybe", "on, off"),
     ("snapshot_max_mb", 0, "from 1 to"),
     ("metrics", "nope", "epoch-line"),
     ("metrics", "regex:(unclosed", "regex"),

@@ -67,6 +67,7 @@ def test_enum_descriptions_are_the_validators_lists() -> None:
         "entry",
         "launcher",
         "lr_scaling",
+        "observe",
         "optimizer",
         "precision",
         "schedule",

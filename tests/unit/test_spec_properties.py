@@ -86,6 +86,7 @@ STRATS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     ),
     "project_dir": (st.sampled_from(["/home/u/proj", "~/proj"]), nasty),
     "code_mode": (st.sampled_from(["snapshot", "in-place"]), nasty),
+    "observe": (st.sampled_from(["on", "off"]), nasty),
     "snapshot_max_mb": (ints(1, 1000), st.one_of(ints(-1, 0), wrong_type)),
     "metrics": (
         st.sampled_from(

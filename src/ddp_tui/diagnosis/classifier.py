@@ -15,12 +15,20 @@ A log that no rule recognises gives None: "no diagnosis" is better than a wrong 
 
 from __future__ import annotations
 
-from ddp_tui.diagnosis import rules_crash, rules_memory, rules_network, rules_setup, rules_state
+from ddp_tui.diagnosis import (
+    rules_crash,
+    rules_memory,
+    rules_network,
+    rules_observed,
+    rules_setup,
+    rules_state,
+)
 from ddp_tui.diagnosis.logscan import Scan
 from ddp_tui.diagnosis.model import Diagnosis, RunFacts
 from ddp_tui.diagnosis.rules_base import ACTIVE_STATES, Rule, state_of
 
 RULES: tuple[Rule, ...] = (
+    rules_observed.trained_alone,  # before completed: such a job exits 0
     rules_state.completed,
     rules_state.time_limit,
     rules_state.preempted,

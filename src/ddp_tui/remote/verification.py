@@ -101,22 +101,35 @@ def training_checks(
     run_json: Mapping[str, Any] | None,
     epochs: Sequence[int],
 ) -> list[Check]:
-    """Nodes, world size and backend, and every epoch."""
+    """Nodes, world size and backend (as the ranks formed them, where a user's script was
+    observed), and every epoch."""
     hosts = [str(h) for h in run_json.get("hosts", [])] if run_json else []
     ws = run_json.get("world_size") if run_json else None
     be = run_json.get("backend") if run_json else None
     want_be = spec.backend if spec.backend != "auto" else None
     want = list(range(1, spec.epochs + 1))
+    observed = run_json.get("observed") if run_json else None
+    group: list[Check] = []
+    how = ""
+    if isinstance(observed, dict) and observed.get("group") != "unknown":
+        ws, be, how = observed.get("world_size"), observed.get("backend"), " as formed"
+        if observed.get("group") == "none":  # no group: each process is a world of its own
+            ws, be, how = 1, None, " (no process group)"
+            want_be = None if spec.world_size == 1 else want_be
+        group = [group_check(spec, observed)]
+    elif spec.entry == "script" and run_json:
+        how = " as launched (not observed)"
     return [
         Check(
             "nodes used match the request",
             None if not run_json else len(set(hosts)) == spec.nodes,
             f"requested {spec.nodes}, ran on {len(set(hosts))}: {', '.join(hosts) or '-'}",
         ),
+        *group,
         Check(
             "world size and backend match the spec",
             None if not run_json else ws == spec.world_size and (want_be in (None, be)),
-            f"world size {ws} (spec {spec.world_size}), backend {be} (spec {spec.backend})",
+            f"world size {ws} (spec {spec.world_size}), backend {be} (spec {spec.backend}){how}",
         ),
         Check(
             "every epoch is in metrics.csv",
@@ -125,6 +138,15 @@ def training_checks(
             + ("" if list(epochs) == sorted(set(epochs)) else " (duplicates or gaps)"),
         ),
     ]
+
+
+def group_check(spec: ExperimentSpec, observed: Mapping[str, Any]) -> Check:
+    """The ranks of a user's script formed one process group and trained in it."""
+    state = observed.get("group")
+    reason = str(observed.get("reason") or state)
+    if spec.world_size < 2:
+        return Check("the process trained", state != "unknown", reason)
+    return Check("the ranks trained in one process group", state == "formed", reason)
 
 
 def checkpoint_checks(spec: ExperimentSpec, files: RunFiles) -> list[Check]:

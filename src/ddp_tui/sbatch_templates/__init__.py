@@ -181,6 +181,8 @@ def script_launch_args(spec: ExperimentSpec, run_dir: str) -> list[str]:
     args += ["--epochs", str(s.epochs), "--world-size", str(s.world_size), "--backend", s.backend]
     if s.launcher == "srun":
         args.append("--local-env-from-slurm")
+    if s.observe == "off":
+        args += ["--observe", "off"]
     return [*args, "--", *target, *shlex.split(s.script_args)]
 
 

@@ -37,6 +37,7 @@ from ddp_tui.spec.vocabulary import (
     METRICS_SOURCES,
     MODEL_PATTERN,
     NAME_PATTERN,
+    OBSERVE_MODES,
     OPTIMIZERS,
     PARTITION_PATTERN,
     PRECISIONS,
@@ -172,6 +173,16 @@ class ExperimentSpec:
         minimum=1,
         maximum=10**12,
         hint="for throughput",
+        applies="script",
+    )
+    observe: str = describe(
+        "on",
+        SECTION_ENTRY,
+        "Observe",
+        "on: see inside every rank (the process group it formed, its epochs, steps, samples and "
+        "data wait, and Lightning's, Hugging Face's and Accelerate's own records); off: read "
+        "only what the script prints",
+        choices=OBSERVE_MODES,
         applies="script",
     )
     model: str = describe(

@@ -10,6 +10,8 @@ from typing import Final
 ENTRIES: Final = ("trainer", "script")
 #: Where a script's code comes from: a copy in the run directory, or the cluster as it is.
 CODE_MODES: Final = ("snapshot", "in-place")
+#: Whether a user's script is observed from inside its processes (ddp_tui.scriptrun.observe).
+OBSERVE_MODES: Final = ("on", "off")
 #: Where a script's metrics come from by name (``ddp_tui.scriptrun``'s presets, which a test
 #: holds to this list); ``regex:PATTERN`` and ``csv:PATH`` are allowed besides.
 METRICS_SOURCES: Final = ("auto", "helper", "epoch-line", "key-value", "hf-dict", "tqdm", "none")

@@ -1,11 +1,13 @@
 """Training in the Hugging Face ``transformers.Trainer`` idiom, with a tiny BERT from a config.
 
 A synthetic torch Dataset yields dicts of ``input_ids``/``attention_mask``/``labels`` (16
-tokens; the label says whether the first token is below 50), ``TrainingArguments(use_cpu=True, ...)``
-makes the Trainer join the torchrun ranks over gloo, and ``compute_metrics`` returns accuracy.
+tokens; the label says whether the first token is below 50); ``TrainingArguments(use_cpu=True,
+...)`` makes the Trainer join the torchrun ranks over gloo; ``compute_metrics`` returns accuracy.
 What it prints is the Trainer's own: a tqdm bar on stderr and, per epoch, log dicts such as
-``{'loss': ..., 'epoch': 1.0}`` and ``{'eval_loss': ..., 'eval_accuracy': ..., 'epoch': 1.0}``,
-then the train summary ``{'train_runtime': ..., 'train_loss': ..., 'epoch': ...}``.
+``{'loss': ..., 'epoch': '1'}`` and ``{'eval_loss': ..., 'eval_accuracy': ..., 'epoch': '1'}``,
+then the train summary ``{'train_runtime': ..., 'train_loss': ..., 'epoch': ...}``. On N ranks
+transformers 5.24 logs the losses N times too large (``average_tokens_across_devices`` scales
+them by the number of processes), so 2 ranks show about 1.38 where 1 rank shows 0.69.
 """
 
 from __future__ import annotations
