@@ -1,0 +1,90 @@
+"""Users' scripts in each framework's idiom, on the embedded local scheduler (2 processes).
+
+With only ``--script``, ``--script-args``, ``--epochs`` and the size, every script gets one row
+per epoch with its own time and throughput and the metrics it reports, and verify is green. A
+job whose ranks trained alone (a script that never forms a group; Accelerate told not to use the
+CPU) fails verify, and ``why`` names the cause and the framework's fix. ``--observe off`` leaves
+the script to its output alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ddp_tui.config import Profile
+from ddp_tui.remote.cluster import Cluster
+from tests.integration.frameworks import (
+    CASES,
+    Case,
+    check_framework_run,
+    ended,
+    framework_spec,
+)
+from tests.integration.story import run_json
+
+pytestmark = pytest.mark.torch
+pytest.importorskip("pytorch_lightning")
+pytest.importorskip("accelerate")
+pytest.importorskip("transformers")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Cluster:
+    profile = Profile(scheduler="local", runs_root=str(tmp_path / "runs"))
+    return Cluster.open(profile, local_state_dir=str(tmp_path / "state"))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_framework_script_runs_with_the_defaults_and_verifies(
+    cluster: Cluster, case: Case
+) -> None:
+    view = cluster.submit(cluster.plan(framework_spec(case.script)))
+    check_framework_run(cluster, view.run_id, view.run_dir, case, nodes=1)
+
+
+@pytest.mark.parametrize(
+    ("script", "env_setup", "framework_words"),
+    [
+        # Never calls init_process_group: each process trains on all the data.
+        pytest.param("no_group.py", (), "init_process_group", id="no-group"),
+        # Accelerate told not to use the CPU: it forms a group but runs each process alone.
+        pytest.param(
+            "accelerate_loop.py",
+            ("export ACCELERATE_USE_CPU=0",),
+            "ACCELERATE_USE_CPU=1",
+            id="accelerate-no-cpu",
+        ),
+    ],
+)
+def test_ranks_that_trained_alone_fail_verify_and_why_says_so(
+    cluster: Cluster, script: str, env_setup: tuple[str, ...], framework_words: str
+) -> None:
+    view = cluster.submit(cluster.plan(framework_spec(script, env_setup=env_setup)))
+    ended(cluster, view.run_id)  # exit 0: the scheduler sees nothing wrong
+    observed = run_json(view.run_dir)["observed"]
+    assert observed["group"] in ("none", "alone"), observed
+
+    checks = {c.name: c for c in cluster.verify(view.run_id)}
+    group = checks["the ranks trained in one process group"]
+    assert group.ok is False and group.detail == observed["reason"]
+
+    why = cluster.diagnose(view.run_id)
+    assert why is not None and why.code == "trained-alone", why
+    assert "did not train together" in why.cause and framework_words in why.advice
+
+
+def test_observe_off_reads_only_the_output(cluster: Cluster) -> None:
+    view = cluster.submit(cluster.plan(framework_spec("tqdm_loop.py", observe="off")))
+    ended(cluster, view.run_id)
+    run_dir = Path(view.run_dir)
+    assert not (run_dir / "observe").exists()
+    info = run_json(run_dir)
+    assert "observed" not in info
+    rows = cluster.follow(view.run_id).metrics
+    # The bars still give the epochs and the loss, but no data wait (only observing sees it).
+    assert [r["epoch"] for r in rows] == [1.0, 2.0, 3.0]
+    assert all(r["train_loss"] is not None and r["data_load_time_sec"] is None for r in rows)
+    world = next(c for c in cluster.verify(view.run_id) if c.name.startswith("world size"))
+    assert world.ok and "as launched (not observed)" in world.detail
