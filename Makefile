@@ -17,6 +17,12 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev,trainer]'
 	touch $(STAMP)
 
+# The test suite also runs users' scripts written for Lightning, Accelerate and Hugging Face.
+FRAMEWORKS := $(VENV)/.frameworks
+$(FRAMEWORKS): $(STAMP)
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,trainer,frameworks]'
+	touch $(FRAMEWORKS)
+
 install: $(STAMP)
 
 run: $(STAMP)
@@ -29,7 +35,7 @@ install-test-deps:
 # but it must not hide behind a generic error either: say it plainly.
 # The import contracts (docs/architecture.md) run first: a layer that reaches upward fails the
 # suite in seconds, before the 15 minutes of tests.
-test: install-test-deps $(STAMP)
+test: install-test-deps $(STAMP) $(FRAMEWORKS)
 	$(VENV)/bin/lint-imports --no-logo
 	$(PY) -m pytest -ra $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
