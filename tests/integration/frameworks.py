@@ -45,14 +45,13 @@ CASES = [
 
 def framework_spec(script: str, **changes: object) -> ExperimentSpec:
     """Only the script, its arguments, the epochs and the size: every other field default."""
-    return tiny_script_spec(
-        SCRIPTS / script,
-        name=f"fw-{Path(script).stem.replace('_', '-')}",
-        metrics="auto",
-        script_args=f"--epochs {EPOCHS}",
-        epochs=EPOCHS,
-        **changes,
-    )
+    defaults: dict[str, object] = {
+        "name": f"fw-{Path(script).stem.replace('_', '-')}",
+        "metrics": "auto",
+        "script_args": f"--epochs {EPOCHS}",
+        "epochs": EPOCHS,
+    }
+    return tiny_script_spec(SCRIPTS / script, **{**defaults, **changes})
 
 
 def journals(run_dir: str | Path) -> list[list[dict[str, Any]]]:

@@ -9,6 +9,7 @@ the script to its output alone.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from tests.integration.frameworks import (
     framework_spec,
 )
 from tests.integration.story import run_json
+from tests.integration.test_script_story import ls_row
 
 pytestmark = pytest.mark.torch
 pytest.importorskip("pytorch_lightning")
@@ -33,7 +35,8 @@ pytest.importorskip("transformers")
 @pytest.fixture
 def cluster(tmp_path: Path) -> Cluster:
     profile = Profile(scheduler="local", runs_root=str(tmp_path / "runs"))
-    return Cluster.open(profile, local_state_dir=str(tmp_path / "state"))
+    # Where `ddp-tui ls` (test_cli.cli) looks for the local scheduler's state.
+    return Cluster.open(profile, local_state_dir=str(tmp_path / "state" / "ddp-tui" / "local"))
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -88,3 +91,27 @@ def test_observe_off_reads_only_the_output(cluster: Cluster) -> None:
     assert all(r["train_loss"] is not None and r["data_load_time_sec"] is None for r in rows)
     world = next(c for c in cluster.verify(view.run_id) if c.name.startswith("world size"))
     assert world.ok and "as launched (not observed)" in world.detail
+
+
+def test_when_no_epoch_is_recognised_every_view_says_so_and_the_hint_works(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # Not observed, the tutorials' "[GPU0] Epoch 0 | Batchsize: 32 | Steps: 8" matches no preset.
+    view = cluster.submit(cluster.plan(framework_spec("plain_ddp.py", observe="off")))
+    ended(cluster, view.run_id)
+    why = cluster.diagnose(view.run_id)
+    assert why is not None and why.code == "no-epochs", why
+    assert why.evidence and "Steps: 8" in why.evidence[-1].text  # the last lines of output
+    quoted = why.advice.split("--metrics ", 1)[1].split(" (from the log", 1)[0]
+    (hint,) = shlex.split(quoted)  # one shell word, as the user pastes it
+    assert hint.startswith("regex:"), why.advice
+    epoch_check = next(c for c in cluster.verify(view.run_id) if c.name.startswith("every epoch"))
+    assert epoch_check.ok is False and "no epochs were recognised" in epoch_check.detail
+    row = ls_row(tmp_path, view.run_id)
+    assert row["EPOCH"] == "0/3" and row["REASON"] == "no epochs recognised", row
+
+    # The suggested regex, as it stands, finds the epochs.
+    spec = framework_spec("plain_ddp.py", observe="off", metrics=hint, name="fw-hinted")
+    again = cluster.submit(cluster.plan(spec))
+    ended(cluster, again.run_id)
+    assert [r["epoch"] for r in cluster.follow(again.run_id).metrics] == [1.0, 2.0, 3.0]

@@ -29,6 +29,7 @@ from ddp_tui.diagnosis.rules_base import ACTIVE_STATES, Rule, state_of
 
 RULES: tuple[Rule, ...] = (
     rules_observed.trained_alone,  # before completed: such a job exits 0
+    rules_observed.no_epochs,
     rules_state.completed,
     rules_state.time_limit,
     rules_state.preempted,

@@ -1,17 +1,23 @@
-"""Rules on what the observation layer saw inside a user's script (run.json's ``observed``).
+"""Rules for a user's script that ended well by the scheduler's word but not by its own run files.
 
-A multi-rank job whose processes never trained together ends COMPLETED with exit code 0, and its
-logs look fine: every rank trained on all the data, alone. Only the observed process group tells,
-so this rule runs before :func:`.rules_state.completed`.
+- A multi-rank job whose processes never trained together ends COMPLETED with exit code 0, and
+  its logs look fine: every rank trained on all the data, alone. Only the process group the
+  observation layer saw (run.json's ``observed``) tells.
+- A script that ran to the end but in which no epoch was recognised: nothing observed, nothing
+  parsed. Its last lines are the evidence, and a ``--metrics regex:...`` built from them the advice.
+
+Both run before :func:`.rules_state.completed`.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from ddp_tui.diagnosis.logscan import Scan
 from ddp_tui.diagnosis.model import Diagnosis, Evidence
-from ddp_tui.diagnosis.rules_base import make
+from ddp_tui.diagnosis.regex_hint import suggest_regex
+from ddp_tui.diagnosis.rules_base import make, state_of
 from ddp_tui.scriptrun.observed import ALONE
 
 _NO_GROUP = (
@@ -65,4 +71,44 @@ def trained_alone(scan: Scan) -> Diagnosis | None:
         f"so the job did the work of one process, {launched} times over.",
         _advice(observed),
         [Evidence("run.json", None, f"observed.group = {observed.get('group')}: {reason}")],
+    )
+
+
+#: How the job script's own lines start (sbatch_templates/_job.sbatch.j2).
+JOB_SCRIPT_PREFIX = "[ddp-tui] "
+#: The last lines of output shown as evidence when no epoch was recognised.
+LAST_LINES = 3
+
+
+def no_epochs(scan: Scan) -> Diagnosis | None:
+    """A script that completed with no epoch in metrics.csv: nothing recognised its epochs."""
+    facts = scan.facts
+    run = facts.run_json
+    if facts.entry != "script" or state_of(scan) != "COMPLETED" or not isinstance(run, dict):
+        return None
+    if facts.exit_code not in (0, None) or run.get("epochs_completed") or facts.out is None:
+        return None
+    if run.get("metrics_source") == "none":
+        return None
+    # The script's own lines: not blank, not the job script's "[ddp-tui] ..." about itself.
+    lines = [
+        (n, text)
+        for n, text in facts.out.lines()
+        if text.strip() and not text.startswith(JOB_SCRIPT_PREFIX)
+    ]
+    epochs = run.get("epochs")
+    hint = suggest_regex((text for _, text in lines), epochs if isinstance(epochs, int) else None)
+    advice = (
+        "Name the lines that carry the epochs: "
+        + (f"--metrics {shlex.quote(hint)} (from the log's repeating lines), or " if hint else "")
+        + "a regex:PATTERN with named groups (epoch, train_loss, val_acc, ...), a csv:PATH the "
+        "script writes, or report_epoch() from ddp_tui_report."
+    )
+    return make(
+        "no-epochs",
+        "no epochs recognised",
+        "The script ran to the end, but no epochs were recognised: the observation layer saw "
+        "no training loop it knows, and no metrics preset matched the output.",
+        advice,
+        [facts.out.evidence(n, text) for n, text in lines[-LAST_LINES:]],
     )

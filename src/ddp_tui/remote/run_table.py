@@ -69,9 +69,11 @@ class RunTable:
                 self._activity.pop(info.run_id, None)
                 if self._wants_diagnosis(info, final):
                     reads = DiagnosisReads(info.ref, final.job_id)
-                    if final.state is JobState.COMPLETED and not final.exit_code:
-                        # A clean end needs no logs: the rules say "completed" from the
-                        # state alone, and most runs end so.
+                    clean = final.state is JobState.COMPLETED and not final.exit_code
+                    if clean and self.spec_of(info).entry != "script":
+                        # A clean end of the trainer needs no logs: the rules say "completed"
+                        # from the state alone, and most runs end so. A user's script's does:
+                        # its ranks may have trained alone, or no epoch been recognised.
                         self._diagnoses[info.run_id] = (
                             final.job_id,
                             diagnose(self.spec_of(info), final, reads),

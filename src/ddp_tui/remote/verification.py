@@ -95,6 +95,11 @@ def completed_check(
     )
 
 
+#: What the epoch check adds for a script none of whose epochs was recognised; `why` (the
+#: no-epochs rule) says the same and suggests a --metrics.
+NONE_RECOGNISED = ": no epochs were recognised (ddp-tui why suggests a --metrics)"
+
+
 def training_checks(
     spec: ExperimentSpec,
     state: JobState,
@@ -135,7 +140,8 @@ def training_checks(
             "every epoch is in metrics.csv",
             list(epochs) == want if not state.is_active else None,
             f"{len(epochs)}/{spec.epochs} epochs"
-            + ("" if list(epochs) == sorted(set(epochs)) else " (duplicates or gaps)"),
+            + ("" if list(epochs) == sorted(set(epochs)) else " (duplicates or gaps)")
+            + (NONE_RECOGNISED if spec.entry == "script" and not epochs else ""),
         ),
     ]
 
