@@ -122,3 +122,26 @@ def test_epoch_times_below_ten_seconds_keep_their_fraction() -> None:
     assert metric_cell("epoch_time_sec", 9.5) == "9.50s"
     assert metric_cell("epoch_time_sec", 75.0) == "1:15"
     assert metric_cell("epoch_time_sec", None) == "-"
+
+
+def test_run_detail_shows_what_a_scripts_ranks_formed_not_what_they_were_launched_as() -> None:
+    from ddp_tui.tui.run_summary import summary_text
+
+    run = replace(sample_runs()[0], spec=ExperimentSpec(entry="script", script="fit.py"))
+    formed = {
+        "group": "formed",
+        "reason": "2 process(es) formed one gloo group",
+        "world_size": 2,
+        "backend": "gloo",
+        "hosts": ["n1", "n2"],
+        "devices": ["cpu"],
+        "launched": 2,
+        "frameworks": {"lightning": {}},
+    }
+    text = summary_text(run, {"world_size": 4, "backend": "nccl", "observed": formed}, "r").plain
+    assert "observed: 2 process(es) formed one gloo group on cpu   (lightning)" in text
+    assert "hosts: n1, n2   world size: 2   backend: gloo" in text
+
+    alone = {"group": "none", "reason": "no process group was formed", "launched": 2}
+    text = summary_text(run, {"observed": alone}, "r").plain
+    assert "observed: the ranks trained alone: no process group was formed" in text

@@ -93,6 +93,13 @@ def summary_text(run: RunView | None, run_json: Mapping[str, object] | None, run
         world = world or _int_or_none(run_json.get("world_size"))
         backend = backend or _str_or_none(run_json.get("backend"))
         rendezvous = rendezvous or _str_or_none(run_json.get("rendezvous"))
+    observed = run_json.get("observed") if run_json else None
+    if isinstance(observed, Mapping) and observed.get("group") not in (None, "unknown"):
+        # What the ranks formed, not what they were launched as (a user's script, observed).
+        world = _int_or_none(observed.get("world_size"))
+        backend = _str_or_none(observed.get("backend"))
+        hosts = [str(h) for h in observed.get("hosts") or ()] or hosts
+        text.append_text(observed_text(observed))
     if run.note:
         text.append(f"\n {run.note}", style="bold yellow")
     if run.preflight is not None:
@@ -105,6 +112,25 @@ def summary_text(run: RunView | None, run_json: Mapping[str, object] | None, run
     text.append(f"   world size: {world if world is not None else '-'}")
     text.append(f"   backend: {backend or '-'}")
     text.append(f"   rendezvous: {rendezvous or '-'}")
+    return text
+
+
+def observed_text(observed: Mapping[str, object]) -> Text:
+    """The line on what a user's script's ranks formed: green when one group, red when not."""
+    text = Text("\n observed: ")
+    reason = str(observed.get("reason") or observed.get("group"))
+    if observed.get("group") == "formed":
+        text.append(reason, style="green")
+        devices = observed.get("devices")
+        if isinstance(devices, list) and devices:
+            text.append(f" on {', '.join(str(d) for d in devices)}", style="dim")
+    else:
+        launched = observed.get("launched")
+        alone = isinstance(launched, int) and launched > 1
+        text.append(f"the ranks trained alone: {reason}" if alone else reason, style="bold red")
+    frameworks = observed.get("frameworks")
+    if isinstance(frameworks, Mapping) and frameworks:
+        text.append(f"   ({', '.join(str(f) for f in frameworks)})", style="dim")
     return text
 
 
