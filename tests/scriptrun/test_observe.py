@@ -191,3 +191,31 @@ def test_workers_by_fork_or_spawn_and_compile_are_observed_alike(
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2"]
     observed = json.loads((tmp_path / "run.json").read_text())["observed"]
     assert observed["group"] == "formed" and observed["world_size"] == 2
+
+
+def test_a_requeued_attempts_loader_passes_continue_after_the_earlier_epochs(
+    tmp_path: Path,
+) -> None:
+    """A requeued Slurm job keeps its id: the new attempt ignores the earlier attempt's
+    journals, and its passes (no sampler numbers them) are numbered after the earlier rows."""
+    from ddp_tui.scriptrun.observed import Observations
+
+    folder = tmp_path / "observe"
+    folder.mkdir()
+    old = {"kind": "process", "pid": 1, "t": 10.0}
+    epoch = {"kind": "epoch", "epoch": 0, "source": "loader", "seconds": 1.0, "samples": 8}
+    group = {"kind": "group", "rank": 0, "world_size": 1, "backend": "gloo", "host": "n1"}
+    (folder / "7-n1-1.jsonl").write_text(
+        "\n".join(json.dumps(r) for r in (old, group, epoch)) + "\n"
+    )
+    new = {"kind": "process", "pid": 2, "t": 1000.0}
+    (folder / "7-n1-2.jsonl").write_text(
+        "\n".join(json.dumps(r) for r in (new, group, epoch)) + "\n"
+    )
+    seen = Observations(tmp_path, "7", child_pid=2, since=1000.0)
+    got = seen.poll()
+    assert got[0]["pid"] == 2 and list(seen.journals) == ["7-n1-2.jsonl"]
+    rows = ObservedRows()
+    rows.loader_base = 2  # two epochs written by the earlier attempt, which counted from 0
+    made = [row for r in got for row in rows.observed(r)]
+    assert [m.epoch for m in made] == [2]  # + the offset of 1: contract epoch 3

@@ -46,6 +46,9 @@ class ObservedRows:
         self.parsed_order: list[int] = []
         self.logged: dict[int, tuple[dict[str, float], dict[str, str]]] = {}
         self.steps_seen = False
+        # A pass of a loader without a sampler's epoch number counts from 0 in every attempt;
+        # a requeued attempt's passes continue after the earlier attempts' epochs.
+        self.loader_base = 0
 
     @property
     def active(self) -> bool:
@@ -106,6 +109,8 @@ class ObservedRows:
     def _row(self, index: int) -> EpochRecord:
         observed = self.epochs[index]
         number = int(observed["epoch"])
+        if observed.get("source") == "loader":
+            number += self.loader_base
         row = EpochRecord(number)
         if observed.get("source") not in _FRAMEWORKS and index < len(self.parsed_order):
             parsed = self.parsed[self.parsed_order[index]]
@@ -117,7 +122,7 @@ class ObservedRows:
             contract, extras = framework_values(own)
             row.values.update(contract)
             row.extras.update(extras)
-        contract, extras = self.logged.get(number, ({}, {}))
+        contract, extras = self.logged.get(int(observed["epoch"]), ({}, {}))
         row.values.update(contract)
         row.extras.update(extras)
         seconds = observed.get("seconds")

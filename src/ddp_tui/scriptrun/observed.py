@@ -18,6 +18,7 @@ from typing import Any
 from .observe import OBSERVE_DIR
 from .observe.journal import PROCESS
 
+_CLOCK_SLACK_SEC = 5.0
 #: Kinds of records that show a process trained (so that, without a group, it trained alone).
 _TRAINING = ("epoch", "step", "no_group")
 
@@ -33,6 +34,10 @@ class _Journal:
     framework: dict[str, dict[str, Any]] = field(default_factory=dict)
     device: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    def started_before(self, since: float) -> bool:
+        started = self.process.get("t")
+        return isinstance(started, (int, float)) and started < since
 
     def read(self) -> list[dict[str, Any]]:
         try:
@@ -72,11 +77,15 @@ class _Journal:
 
 
 class Observations:
-    def __init__(self, run_dir: Path, attempt: str, child_pid: int) -> None:
+    def __init__(self, run_dir: Path, attempt: str, child_pid: int, since: float) -> None:
         self.folder = run_dir / OBSERVE_DIR
         self.prefix = f"{attempt or '0'}-"
         self.child_pid = child_pid
+        # A requeued Slurm job keeps its id: its earlier attempt's journals share the prefix,
+        # and are told apart by their start. Other nodes' clocks may lag a little.
+        self.since = since - _CLOCK_SLACK_SEC
         self.journals: dict[str, _Journal] = {}
+        self.stale: set[str] = set()
         self.main: _Journal | None = None
 
     def poll(self) -> list[dict[str, Any]]:
@@ -86,9 +95,13 @@ class Observations:
         except OSError:
             names = []
         for name in names:
-            if name not in self.journals:
+            if name not in self.journals and name not in self.stale:
                 self.journals[name] = _Journal(self.folder / name)
         fresh = {name: j.read() for name, j in self.journals.items()}
+        for name in [n for n, j in self.journals.items() if j.started_before(self.since)]:
+            del self.journals[name]  # an earlier attempt's
+            self.stale.add(name)
+            fresh.pop(name, None)
         main = self._main()
         if main is not None and main is not self.main:
             self.main = main  # chosen now: read from its start

@@ -101,6 +101,11 @@ class MetricsFile:
         self._rewrite()
 
     @property
+    def earlier_epochs(self) -> int:
+        """The last epoch earlier attempts wrote (0: none)."""
+        return max(self._loaded, default=0)
+
+    @property
     def epochs_completed(self) -> int:
         return max(self.rows, default=0)
 

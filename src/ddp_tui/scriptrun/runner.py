@@ -191,6 +191,7 @@ class Rank0:
         self.child_pid: int | None = None
         self.signals: list[int] = []  # received (and forwarded), in order
         self.start = time.monotonic()
+        self.wall = time.time()  # journals older than this are an earlier attempt's
         self.launcher = how
         self.closed_outputs: set[int] = set()  # our fds whose reader is gone
         self.parse_failed = False
@@ -259,6 +260,8 @@ class Rank0:
             start=self.start,
         )
         self.info.update(epochs_completed=self.metrics.epochs_completed)
+        offset = self.numbering.offset
+        self.rows.loader_base = self.metrics.earlier_epochs + 1 - (1 if offset is None else offset)
         self.progress = ProgressFile(
             self.run_dir / "progress.jsonl",
             self.numbering,
@@ -383,7 +386,7 @@ class Rank0:
         self.child_pid = proc.pid
         if self.opts.observe:
             self.observations = Observations(
-                self.run_dir, os.environ.get("DDP_TUI_ATTEMPT", ""), proc.pid
+                self.run_dir, os.environ.get("DDP_TUI_ATTEMPT", ""), proc.pid, since=self.wall
             )
         self.metrics.restart_clock(time.monotonic())  # the first epoch counts from here
         for signum in self.signals:  # arrived while the child was being started
