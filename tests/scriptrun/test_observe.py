@@ -55,13 +55,15 @@ def test_a_loader_pass_that_feeds_steps_is_an_epoch_and_validation_batches_are_n
     tmp_path: Path,
 ) -> None:
     obs, clock = observer(tmp_path)
-    for _ in range(2):
-        train = object()  # a fresh iterator each epoch, as `for batch in loader` makes
-        batches(obs, clock, id(train), 4, steps=True)
-        obs.exhausted(id(train))
-        val = object()
-        batches(obs, clock, id(val), 3, steps=False, size=100)  # never stepped on
-        obs.exhausted(id(val))
+    for epoch in range(2):
+        peek = 10 * epoch + 1  # next(iter(loader)) to look at a batch: never exhausted
+        obs.batch(peek, 100, 0.0, lambda: None, lambda: 4)
+        train = 10 * epoch + 2  # a fresh iterator each epoch, as `for batch in loader` makes
+        batches(obs, clock, train, 4, steps=True)
+        obs.exhausted(train)
+        val = 10 * epoch + 3
+        batches(obs, clock, val, 3, steps=False, size=100)  # never stepped on
+        obs.exhausted(val)
     epochs = [r for r in records(tmp_path) if r["kind"] == "epoch"]
     assert [(e["epoch"], e["steps"], e["samples"]) for e in epochs] == [(0, 4, 32), (1, 4, 32)]
     assert epochs[0]["data_wait_sec"] == pytest.approx(0.04)
@@ -71,10 +73,9 @@ def test_a_loader_pass_that_feeds_steps_is_an_epoch_and_validation_batches_are_n
 
 def test_a_loader_one_batch_ahead_gets_its_last_step_into_the_epoch(tmp_path: Path) -> None:
     obs, clock = observer(tmp_path)
-    it = object()
-    batches(obs, clock, id(it), 3, steps=True)
-    obs.batch(id(it), 8, 0.0, lambda: None, lambda: 4)  # fetched ahead: the last batch
-    obs.exhausted(id(it))  # the loader looked one further and found the end
+    batches(obs, clock, 1, 3, steps=True)
+    obs.batch(1, 8, 0.0, lambda: None, lambda: 4)  # fetched ahead: the last batch
+    obs.exhausted(1)  # the loader looked one further and found the end
     clock.now += 0.1
     obs.step(lambda: "cpu")  # the last batch's step, after the end
     epochs = [r for r in records(tmp_path) if r["kind"] == "epoch"]
@@ -87,10 +88,9 @@ def test_a_loader_one_batch_ahead_gets_its_last_step_into_the_epoch(tmp_path: Pa
 def test_framework_epochs_drive_and_a_test_phase_is_never_an_epoch(tmp_path: Path) -> None:
     obs, clock = observer(tmp_path)
     obs.framework = "lightning"
-    it = object()
     for epoch in range(2):
         obs.epoch_start(epoch, "lightning", steps_per_epoch=4)
-        batches(obs, clock, id(it), 4, steps=True)
+        batches(obs, clock, epoch + 1, 4, steps=True)
         obs.epoch_end({"train_loss": 0.5 - epoch / 10, "val_acc": "0.9", "text": "skip me"})
     obs.phase("test", clock.now, {"test_loss": 0.3})
     kinds = [r["kind"] for r in records(tmp_path)]
@@ -219,3 +219,15 @@ def test_a_requeued_attempts_loader_passes_continue_after_the_earlier_epochs(
     rows.loader_base = 2  # two epochs written by the earlier attempt, which counted from 0
     made = [row for r in got for row in rows.observed(r)]
     assert [m.epoch for m in made] == [2]  # + the offset of 1: contract epoch 3
+
+
+def test_a_sampler_whose_set_epoch_is_never_called_does_not_number_every_pass_0(
+    tmp_path: Path,
+) -> None:
+    obs, clock = observer(tmp_path)
+    for key in (1, 2, 3):  # a DistributedSampler left at epoch 0: its number says 0 each pass
+        obs.batch(key, 8, 0.0, lambda: 0, lambda: 2)
+        obs.step(lambda: "cpu")
+        obs.exhausted(key)
+    numbers = [(r["epoch"], r["source"]) for r in records(tmp_path) if r["kind"] == "epoch"]
+    assert numbers == [(0, "sampler"), (1, "loader"), (2, "loader")]

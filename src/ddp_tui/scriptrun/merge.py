@@ -73,8 +73,15 @@ class ObservedRows:
         kind = record.get("kind")
         if kind == "group":
             self.world_size = int(record.get("world_size") or 1)
+        elif kind == "framework" and record.get("name") == "accelerate":
+            # Accelerate may run each process alone in a group it formed: its count is the one
+            # that shares the data.
+            processes = record.get("num_processes")
+            if isinstance(processes, int) and processes >= 1:
+                self.world_size = min(self.world_size, processes)
         elif kind == "epoch" and isinstance(record.get("epoch"), int):
-            if self.epochs and self.epochs[-1].get("epoch") == record["epoch"]:
+            last = self.epochs[-1] if self.epochs else {}
+            if last.get("epoch") == record["epoch"] and last.get("start") == record.get("start"):
                 self.epochs[-1] = record  # the same epoch again, with a late step
             else:
                 self.epochs.append(record)

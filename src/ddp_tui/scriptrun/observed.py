@@ -8,12 +8,13 @@ that of the wrapper's own child.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ddp_tui.jobfiles import json_objects
 
 from .observe import OBSERVE_DIR
 from .observe.journal import PROCESS
@@ -34,6 +35,7 @@ class _Journal:
     framework: dict[str, dict[str, Any]] = field(default_factory=dict)
     device: str | None = None
     notes: list[str] = field(default_factory=list)
+    phases: list[dict[str, Any]] = field(default_factory=list)
 
     def started_before(self, since: float) -> bool:
         started = self.process.get("t")
@@ -49,15 +51,9 @@ class _Journal:
         self.offset += len(data)
         lines = (self.partial + data).split(b"\n")
         self.partial = lines.pop()
-        out: list[dict[str, Any]] = []
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                self._note(record)
-                out.append(record)
+        out = json_objects(line.decode(errors="replace") for line in lines)
+        for record in out:
+            self._note(record)
         return out
 
     def _note(self, record: dict[str, Any]) -> None:
@@ -72,6 +68,12 @@ class _Journal:
             self.framework.setdefault(str(record.get("name")), record)
         elif kind == "device":
             self.device = str(record.get("device"))
+        elif kind == "phase":
+            start, end = record.get("start"), record.get("end")
+            seconds = end - start if isinstance(start, float) and isinstance(end, float) else None
+            self.phases.append(
+                {"phase": record.get("phase"), "seconds": seconds, "values": record.get("values")}
+            )
         elif kind == "note":
             self.notes.append(f"{record.get('hook')}: {record.get('error')}")
 
@@ -172,6 +174,8 @@ class Observations:
             "trained_alone": len(alone),
             "devices": sorted({j.device for j in journals if j.device}),
             "frameworks": frameworks,
+            # Rank 0's test, validate and predict runs: never epochs, but their metrics.
+            "phases": self.main.phases if self.main is not None else [],
             "notes": notes,
         }
 
@@ -215,16 +219,7 @@ def _verdict(
 
 
 def _all_records(path: Path) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
     try:
-        text = path.read_text(errors="replace")
+        return json_objects(path.read_text(errors="replace").splitlines())
     except OSError:
-        return out
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
+        return []

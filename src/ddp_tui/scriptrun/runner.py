@@ -311,7 +311,11 @@ class Rank0:
             if self.parser.helper_seen:
                 continue
             if made and not before:
-                self.metrics.forget_attempt()  # parsed rows give way to the observed epochs
+                # Parsed rows give way to the observed epochs, and so does the numbering a
+                # parsed line decided ("Train Epoch: 1 [0/60000]" is a 1-based progress line;
+                # observed epochs count from 0).
+                self.metrics.forget_attempt()
+                self.numbering.forget_attempt()
             rows += made
             step = self.rows.step(record)
             if step is not None:

@@ -43,7 +43,7 @@ class Trainer:
         self.optimizer.step()
 
     def _run_epoch(self, epoch: int) -> None:
-        b = self.loader.batch_size
+        b = len(next(iter(self.loader))[0])  # the tutorial peeks at a batch for its size
         print(f"[GPU{self.rank}] Epoch {epoch} | Batchsize: {b} | Steps: {len(self.loader)}")
         assert isinstance(self.loader.sampler, DistributedSampler)
         self.loader.sampler.set_epoch(epoch)

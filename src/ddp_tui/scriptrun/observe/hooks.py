@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import importlib.machinery
+import itertools
 import os
 import socket
 import sys
@@ -98,6 +99,18 @@ def _length(iterator: Any) -> int | None:
         return None
 
 
+_KEYS = itertools.count(1)
+
+
+def _key(iterator: Any) -> int:
+    """The iterator's own number, kept on it: an ``id()`` is reused as soon as an iterator is
+    freed (a script that peeks with ``next(iter(loader))`` frees one every epoch)."""
+    key = iterator.__dict__.get("_ddp_tui_key")
+    if key is None:
+        key = iterator._ddp_tui_key = next(_KEYS)
+    return int(key)
+
+
 def _patch_dataloader(module: ModuleType) -> None:
     cls = module._BaseDataLoaderIter
     original = cls.__next__
@@ -109,7 +122,7 @@ def _patch_dataloader(module: ModuleType) -> None:
             batch = original(self)
         except StopIteration:
             obs = observer()
-            obs.guard("loader", lambda: obs.exhausted(id(self)))
+            obs.guard("loader", lambda: obs.exhausted(_key(self)))
             raise
         wait = perf() - start
         obs = observer()
@@ -117,7 +130,7 @@ def _patch_dataloader(module: ModuleType) -> None:
             obs.guard(
                 "loader",
                 lambda: obs.batch(
-                    id(self),
+                    _key(self),
                     batch_size(batch),
                     wait,
                     lambda: _sampler_epoch(self),

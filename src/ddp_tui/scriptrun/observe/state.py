@@ -7,7 +7,8 @@ start and end, and its own hooks call :meth:`Observer.epoch_start` and :meth:`Ob
 Otherwise an epoch is one pass of the *training* DataLoader: the iterator whose batches were
 followed by an optimizer step. It starts at that iterator's first fetch and ends when the iterator
 is exhausted (or when another one starts feeding the steps). A ``DistributedSampler``'s
-``set_epoch`` number, where the script calls it, numbers the epochs; else passes count from 0.
+``set_epoch`` number, where the script calls it, numbers the epochs; else passes count from 0
+(a sampler whose ``set_epoch`` is never called says 0 every pass: then the passes count too).
 
 **Samples and step time.** The batch dimension of each batch counts, but only batches followed by
 an optimizer step (a validation pass's batches are dropped at the next fetch from another
@@ -35,7 +36,8 @@ class _Epoch:
     source: str
     start: float
     iterator: int | None = None
-    steps: int = 0
+    steps: int = 0  # optimizer steps
+    batches: int = 0  # training batches they stepped on (what a loader's length counts)
     samples: int = 0
     samples_known: bool = True
     wait: float = 0.0
@@ -46,7 +48,7 @@ class _Epoch:
 
 @dataclass
 class _Iterator:
-    serial: int  # ids are reused once an iterator is freed; serials are not
+    serial: int
     first: float  # wall time of its first fetch's start
     sampler_epoch: int | None
     length: int | None
@@ -58,12 +60,13 @@ class Observer:
         self.clock = clock
         self.framework: str | None = None  # drives the epochs once set
         self.epoch: _Epoch | None = None
-        self.passes = 0  # loader epochs so far (their numbers when no sampler numbers them)
-        self.iterators: dict[int, _Iterator] = {}  # live iterators by id()
+        self.last_number: int | None = None  # of the last loader epoch
+        self.iterators: dict[int, _Iterator] = {}  # live iterators by their key (never reused)
         self.serials = 0
         self.last_iterator: int | None = None  # serial of the iterator of the last batch
         self.closed: _Epoch | None = None  # the last loader epoch, while a late step may come
         self.pending_samples = 0
+        self.pending_batches = 0
         self.pending_known = True
         self.pending_wait = 0.0
         self.group_seen = False
@@ -119,13 +122,14 @@ class Observer:
             seen = _Iterator(self.serials, self.clock() - wait, sampler_epoch(), length())
             self.iterators[iterator] = seen
         if seen.serial != self.last_iterator:  # another loader's batches: not the training ones
-            self.pending_samples, self.pending_known, self.pending_wait = 0, True, 0.0
+            self._clear_pending()
             self.last_iterator = seen.serial
             self.closed = None
         if size is None:
             self.pending_known = False
         else:
             self.pending_samples += size
+        self.pending_batches += 1
         self.pending_wait += wait
 
     def exhausted(self, iterator: int) -> None:
@@ -167,21 +171,30 @@ class Observer:
     def _take_pending(self, epoch: _Epoch, now: float) -> None:
         """One optimizer step: the batches since the last one are its samples."""
         epoch.steps += 1
+        epoch.batches += self.pending_batches
         epoch.samples += self.pending_samples
         epoch.samples_known = epoch.samples_known and self.pending_known
         epoch.wait += self.pending_wait
         epoch.last_step = now
         self._progress_samples += self.pending_samples
-        self.pending_samples, self.pending_known, self.pending_wait = 0, True, 0.0
+        self._clear_pending()
+
+    def _clear_pending(self) -> None:
+        self.pending_samples, self.pending_batches = 0, 0
+        self.pending_known, self.pending_wait = True, 0.0
 
     def _open_loader_epoch(self, iterator: int, now: float) -> None:
         seen = next((i for i in self.iterators.values() if i.serial == iterator), None)
         numbered = seen.sampler_epoch if seen is not None else None
-        number = numbered if numbered is not None else self.passes
-        self.passes += 1
+        last = self.last_number
+        if numbered is not None and (last is None or numbered > last):
+            number, source = numbered, "sampler"
+        else:  # no sampler, or one whose set_epoch the script never calls (it stays at 0)
+            number, source = (0 if last is None else last + 1), "loader"
+        self.last_number = number
         self.epoch = _Epoch(
             number=number,
-            source="sampler" if numbered is not None else "loader",
+            source=source,
             start=seen.first if seen is not None else now,
             iterator=iterator,
             steps_per_epoch=seen.length if seen is not None else None,
@@ -194,7 +207,7 @@ class Observer:
         self.journal.write(
             "step",
             epoch=epoch.number,
-            step=epoch.steps,
+            step=epoch.batches,  # in the loader's units: its length is the steps per epoch
             steps_per_epoch=epoch.steps_per_epoch,
             samples_per_sec=rate if epoch.samples_known else None,
         )
@@ -207,7 +220,7 @@ class Observer:
         if self.epoch is not None:
             self._close(self.clock())
         self.epoch = _Epoch(number, source, self.clock(), steps_per_epoch=steps_per_epoch)
-        self.pending_samples, self.pending_known, self.pending_wait = 0, True, 0.0
+        self._clear_pending()
 
     def epoch_end(self, metrics: Mapping[str, Any] | None = None) -> None:
         if self.epoch is None:
