@@ -224,7 +224,7 @@ def test_a_requeued_attempts_loader_passes_continue_after_the_earlier_epochs(
 def test_a_sampler_whose_set_epoch_is_never_called_does_not_number_every_pass_0(
     tmp_path: Path,
 ) -> None:
-    obs, clock = observer(tmp_path)
+    obs, _ = observer(tmp_path)
     for key in (1, 2, 3):  # a DistributedSampler left at epoch 0: its number says 0 each pass
         obs.batch(key, 8, 0.0, lambda: 0, lambda: 2)
         obs.step(lambda: "cpu")
