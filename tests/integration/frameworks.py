@@ -92,6 +92,10 @@ def check_framework_run(
     assert len(observed["hosts"]) == nodes and observed["notes"] == [], observed
     if case.framework:
         assert case.framework in observed["frameworks"], observed
+    # Every rank's step time (its records end before the scripts' closing barrier, so they are
+    # written before rank 0's wrapper sums up).
+    assert [r["rank"] for r in observed["ranks"]] == [0, 1], observed
+    assert all(r["epoch_sec"] > 0 and r["data_wait_sec"] >= 0 for r in observed["ranks"])
 
     # Epoch 1 is timed from its own start: after the imports and the group's forming, which
     # the process's first record (written once the group formed) follows.

@@ -36,6 +36,7 @@ class _Journal:
     device: str | None = None
     notes: list[str] = field(default_factory=list)
     phases: list[dict[str, Any]] = field(default_factory=list)
+    last_epoch: dict[str, Any] | None = None
 
     def started_before(self, since: float) -> bool:
         started = self.process.get("t")
@@ -64,6 +65,8 @@ class _Journal:
             self.group = record
         elif kind in _TRAINING:
             self.trained = True
+            if kind == "epoch":
+                self.last_epoch = record
         elif kind == "framework":
             self.framework.setdefault(str(record.get("name")), record)
         elif kind == "device":
@@ -148,6 +151,9 @@ class Observations:
                     "host": g.get("host"),
                     "local_rank": g.get("local_rank"),
                     "device": j.device,
+                    # Its step time: the last epoch's seconds and the wait for batches in them.
+                    "epoch_sec": (j.last_epoch or {}).get("seconds"),
+                    "data_wait_sec": (j.last_epoch or {}).get("data_wait_sec"),
                 }
                 for j in journals
                 if (g := j.group) is not None
