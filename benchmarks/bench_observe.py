@@ -10,7 +10,8 @@ pair's ratio (observed / off), their median and the geometric mean. Target: >= 0
 The end-to-end ratio on this 2-core machine moves by +-10% from run to run, more than the 1% it
 is meant to resolve; so the benchmark first measures the layer's own cost per step directly: a
 single process whose step is as short as torch makes it (a tiny Linear, batch 32), observed and
-not, in interleaved pairs. That cost, against a real step's time, is the throughput it takes.
+not, its passes alternating in one process. That cost, against a real step's time, is the
+throughput it takes.
 
     python benchmarks/bench_observe.py
     python benchmarks/bench_observe.py --rounds 8 --samples 65536
@@ -32,9 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 WORKLOAD = Path(__file__).resolve().parent / "observe" / "workload.py"
 STEPS = Path(__file__).resolve().parent / "observe" / "steps.py"
-BOOT = REPO / "src" / "ddp_tui" / "scriptrun" / "observe" / "boot"
 _RATE = re.compile(r"bench samples_per_sec=([0-9.]+)")
-_STEP = re.compile(r"bench us_per_step=([0-9.]+)")
+_STEP = re.compile(r"(\w+_us)=([0-9.]+)")
 
 
 def free_port() -> int:
@@ -61,25 +61,20 @@ def one_run(observe: str, samples: int, epochs: int) -> float:
         return float(found.group(1))
 
 
-def step_cost(observe: bool, steps: int) -> float:
-    """Microseconds per step of the tiny single-process loop, observed or not."""
+def step_costs(steps: int, pairs: int) -> dict[str, float]:
+    """The per-step part (observe/steps.py): its medians, microseconds per step."""
     with tempfile.TemporaryDirectory(prefix="bench-observe-") as run_dir:
-        path = [str(BOOT), str(REPO / "src")] if observe else [str(REPO / "src")]
         env = dict(
             os.environ,
-            PYTHONPATH=os.pathsep.join(path),
-            DDP_TUI_OBSERVE="1" if observe else "0",
+            PYTHONPATH=str(REPO / "src"),
             DDP_TUI_RUN_DIR=run_dir,
             OMP_NUM_THREADS="1",
         )
-        cmd = [sys.executable, str(STEPS), "--steps", str(steps)]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        found = _STEP.search(out.stdout)
-        if out.returncode != 0 or found is None:
+        cmd = [sys.executable, str(STEPS), "--steps", str(steps), "--pairs", str(pairs)]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        if out.returncode != 0:
             raise SystemExit(f"steps: exit {out.returncode}\n{out.stdout}{out.stderr[-2000:]}")
-        if observe and not list(Path(run_dir).glob("observe/*.jsonl")):
-            raise SystemExit("steps: the observed run wrote no journal: it was not observed")
-        return float(found.group(1))
+        return {k: float(v) for k, v in _STEP.findall(out.stdout)}
 
 
 def main() -> None:
@@ -89,16 +84,13 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--steps", type=int, default=4000, help="per pass of the per-step part")
     args = p.parse_args()
-    print("Per step: one process, a DataLoader and an SGD step on a tiny Linear (best of 5)")
-    pairs = []
-    for _ in range(args.rounds):
-        pairs.append((step_cost(False, args.steps), step_cost(True, args.steps)))
-    off_us = statistics.median(p[0] for p in pairs)
-    on_us = statistics.median(p[1] for p in pairs)
-    extra = statistics.median(p[1] - p[0] for p in pairs)
+    cost = step_costs(args.steps, max(args.rounds, 10))
+    print("Per step: one process, a DataLoader and an SGD step on a tiny Linear; observed and")
+    print("plain passes alternate in the process (the hot hooks switched in and out)")
     print(
-        f"  off {off_us:.1f} us/step, observed {on_us:.1f} us/step: +{extra:.1f} us a step "
-        f"(median of {len(pairs)} interleaved pairs)"
+        f"  plain {cost['off_us']:.1f} us/step, observed {cost['on_us']:.1f} us/step: "
+        f"+{cost['extra_us']:.2f} us a step (median of pairs); the observer's own work "
+        f"{cost['own_us']:.2f} us"
     )
     print("End to end: 2 ranks, gloo, the DDP loop of observe/workload.py")
     ratios = []

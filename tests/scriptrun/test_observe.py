@@ -45,10 +45,10 @@ def observer(tmp_path: Path) -> tuple[Observer, Clock]:
 
 def batches(obs: Observer, clock: Clock, it: int, n: int, steps: bool, size: int = 8) -> None:
     for _ in range(n):
-        obs.batch(it, size, 0.01, lambda: None, lambda: n)
+        obs.batch(it, size, 0.01)
         clock.now += 0.1
         if steps:
-            obs.step(lambda: "cpu")
+            obs.step()
 
 
 def test_a_loader_pass_that_feeds_steps_is_an_epoch_and_validation_batches_are_not_samples(
@@ -57,7 +57,7 @@ def test_a_loader_pass_that_feeds_steps_is_an_epoch_and_validation_batches_are_n
     obs, clock = observer(tmp_path)
     for epoch in range(2):
         peek = 10 * epoch + 1  # next(iter(loader)) to look at a batch: never exhausted
-        obs.batch(peek, 100, 0.0, lambda: None, lambda: 4)
+        obs.batch(peek, 100, 0.0)
         train = 10 * epoch + 2  # a fresh iterator each epoch, as `for batch in loader` makes
         batches(obs, clock, train, 4, steps=True)
         obs.exhausted(train)
@@ -67,17 +67,17 @@ def test_a_loader_pass_that_feeds_steps_is_an_epoch_and_validation_batches_are_n
     epochs = [r for r in records(tmp_path) if r["kind"] == "epoch"]
     assert [(e["epoch"], e["steps"], e["samples"]) for e in epochs] == [(0, 4, 32), (1, 4, 32)]
     assert epochs[0]["data_wait_sec"] == pytest.approx(0.04)
-    assert [r["kind"] for r in records(tmp_path)][:2] == ["process", "device"]
+    assert [r["kind"] for r in records(tmp_path)][:2] == ["process", "step"]
     assert any(r["kind"] == "no_group" for r in records(tmp_path))  # no group was ever formed
 
 
 def test_a_loader_one_batch_ahead_gets_its_last_step_into_the_epoch(tmp_path: Path) -> None:
     obs, clock = observer(tmp_path)
     batches(obs, clock, 1, 3, steps=True)
-    obs.batch(1, 8, 0.0, lambda: None, lambda: 4)  # fetched ahead: the last batch
+    obs.batch(1, 8, 0.0)  # fetched ahead: the last batch
     obs.exhausted(1)  # the loader looked one further and found the end
     clock.now += 0.1
-    obs.step(lambda: "cpu")  # the last batch's step, after the end
+    obs.step()  # the last batch's step, after the end
     epochs = [r for r in records(tmp_path) if r["kind"] == "epoch"]
     assert [(e["epoch"], e["steps"]) for e in epochs] == [(0, 3), (0, 4)]  # written again
     rows = ObservedRows()
@@ -225,9 +225,10 @@ def test_a_sampler_whose_set_epoch_is_never_called_does_not_number_every_pass_0(
     tmp_path: Path,
 ) -> None:
     obs, _ = observer(tmp_path)
-    for key in (1, 2, 3):  # a DistributedSampler left at epoch 0: its number says 0 each pass
-        obs.batch(key, 8, 0.0, lambda: 0, lambda: 2)
-        obs.step(lambda: "cpu")
+    obs.describe = lambda _: (0, 2)  # a DistributedSampler left at epoch 0: 0 every pass
+    for key in (1, 2, 3):
+        obs.batch(key, 8, 0.0)
+        obs.step()
         obs.exhausted(key)
     numbers = [(r["epoch"], r["source"]) for r in records(tmp_path) if r["kind"] == "epoch"]
     assert numbers == [(0, "sampler"), (1, "loader"), (2, "loader")]

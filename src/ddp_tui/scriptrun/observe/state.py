@@ -73,6 +73,8 @@ class Observer:
         self.device: str | None = None
         self.epochs_done = 0
         self.off: set[str] = set()  # hooks that failed and turned themselves off
+        #: A new iterator -> (its sampler's epoch, its length): set by the torch hooks.
+        self.describe: Callable[[Any], tuple[int | None, int | None]] = lambda _: (None, None)
         self._next_progress = 0.0
         self._progress_samples = 0
         self._progress_time: float | None = None
@@ -85,8 +87,12 @@ class Observer:
         try:
             work()
         except Exception as exc:
-            self.off.add(hook)
-            self.journal.write("note", hook=hook, error=repr(exc)[:500])
+            self.failed(hook, exc)
+
+    def failed(self, hook: str, exc: Exception) -> None:
+        """Turn ``hook`` off, with a note (for the hot hooks, which catch for themselves)."""
+        self.off.add(hook)
+        self.journal.write("note", hook=hook, error=repr(exc)[:500])
 
     # -- the process group ---------------------------------------------------------------
     def group(
@@ -106,20 +112,16 @@ class Observer:
         self.journal.write("framework", name=name, **facts)
 
     # -- the loader ----------------------------------------------------------------------
-    def batch(
-        self,
-        iterator: int,
-        size: int | None,
-        wait: float,
-        sampler_epoch: Callable[[], int | None],
-        length: Callable[[], int | None],
-    ) -> None:
+    def batch(self, iterator: int, size: int | None, wait: float, source: Any = None) -> None:
+        """A batch of the iterator numbered ``iterator`` (``source``: the iterator itself, which
+        :attr:`describe` reads once for its sampler's epoch and its length)."""
         seen = self.iterators.get(iterator)
         if seen is None:
             if len(self.iterators) >= _MAX_ITERATORS:
                 self.iterators.pop(next(iter(self.iterators)))
             self.serials += 1
-            seen = _Iterator(self.serials, self.clock() - wait, sampler_epoch(), length())
+            sampler_epoch, length = self.describe(source)
+            seen = _Iterator(self.serials, self.clock() - wait, sampler_epoch, length)
             self.iterators[iterator] = seen
         if seen.serial != self.last_iterator:  # another loader's batches: not the training ones
             self._clear_pending()
@@ -142,11 +144,12 @@ class Observer:
             self.closed = epoch
 
     # -- optimizer steps -----------------------------------------------------------------
-    def step(self, device: Callable[[], str | None]) -> None:
+    def first_device(self, device: str | None) -> None:
+        self.device = device or "?"
+        self.journal.write("device", device=self.device)
+
+    def step(self) -> None:
         now = self.clock()
-        if self.device is None:
-            self.device = device() or "?"
-            self.journal.write("device", device=self.device)
         iterator = self.last_iterator
         closed = self.closed
         if self.framework is None and closed is not None and closed.iterator == iterator:
