@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_refresh.py
 	$(PY) benchmarks/bench_diagnosis.py
 	$(PY) benchmarks/bench_script_metrics.py
+	$(PY) benchmarks/bench_observe.py      # 20 torchrun runs: about 7 minutes
 	$(PY) benchmarks/bench_telemetry.py   # 18 torchrun runs: 5 to 7 minutes
 	$(PY) benchmarks/bench_snapshot.py
 	$(PY) benchmarks/bench_tui.py
