@@ -31,6 +31,18 @@ for p in manylinux_2_39 manylinux_2_35 manylinux_2_34 manylinux_2_28 manylinux_2
 done
 "$python" -m pip download -q --only-binary=:all: --implementation cp \
     --python-version "$version" "${platforms[@]}" -d "$dest" "${wanted[@]}"
+# Lightning, for the check's Lightning script: the pin of pyproject.toml's frameworks extra and what
+# it needs besides torch, numpy, packaging and typing-extensions (on the image; --no-deps, so
+# that pip does not fetch a torch of its own).
+lightning=$("$python" - <<'PY'
+import tomllib
+extra = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+print(next(d for d in extra["frameworks"] if d.startswith("pytorch-lightning")))
+PY
+)
+"$python" -m pip download -q --only-binary=:all: --implementation cp --no-deps \
+    --python-version "$version" "${platforms[@]}" -d "$dest" \
+    "$lightning" lightning-utilities torchmetrics fsspec pyyaml tqdm
 # The check carries these only into this Python version (a cp312 wheel installs nowhere else).
 echo "$version" > "$dest/python-version"
 echo "gpu-wheels: ${#wanted[@]} requirements (${wanted[*]}) -> $(ls "$dest"/*.whl | wc -l) wheels in $dest:"

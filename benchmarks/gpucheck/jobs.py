@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -209,9 +211,6 @@ def script_job(ctx: Context, step: Step) -> None:
         return
     _completed_and_verified(ctx, step, run_id, row)
     rows = _metrics(ctx, run_id)
-    step.details["metrics.csv"] = [
-        {k: r.get(k) for k in ("epoch", "train_loss", "train_acc")} for r in rows
-    ]
     if len(rows) != epochs or not all(r.get("train_loss") for r in rows):
         step.fail(f"{len(rows)} metrics.csv rows with a loss, not {epochs}")
     # The script's own word for the group it formed (run.json only repeats the spec's).
@@ -221,8 +220,67 @@ def script_job(ctx: Context, step: Step) -> None:
     step.details["the script says"] = said or "-"
     if want not in said:
         step.fail(f"the script did not report {want}")
+    _observed(ctx, step, run_id, rows, epochs)
     if step.status != FAIL:
-        step.summary = f"{run_id}: COMPLETED, {len(rows)} epochs read from its output, {said}"
+        step.summary = f"{run_id}: COMPLETED, {len(rows)} epochs observed, {said}"
+
+
+LIGHTNING_SCRIPT = USER_SCRIPT.with_name("lightning_fit.py")
+
+
+def lightning_job(ctx: Context, step: Step) -> None:
+    """A Lightning script (fit, then test) with only the defaults: the observation layer finds
+    its epochs (test adds none), its logged metrics and the NCCL group on the GPU."""
+    probe = subprocess.run(
+        [sys.executable, "-c", "import pytorch_lightning"],
+        env=ctx.env(),
+        capture_output=True,
+        text=True,
+        timeout=ctx.limit(120),
+        check=False,
+    )
+    if probe.returncode != 0:
+        step.skip("pytorch_lightning does not import here (make gpu-wheels carries it)")
+        step.evidence["import pytorch_lightning"] = probe.stderr[-2000:]
+        return
+    epochs = 3
+    flags = [
+        *size_flags(ctx), "--entry", "script", "--script", str(LIGHTNING_SCRIPT),
+        "--script-args", f"--epochs {epochs}", "--epochs", str(epochs), "--telemetry-sec", "0",
+    ]  # fmt: skip
+    run_id, row = submit_and_wait(ctx, step, "submit", "gpu-check-lightning", flags, 240)
+    if run_id is None or row is None:
+        return
+    _completed_and_verified(ctx, step, run_id, row)
+    rows = _metrics(ctx, run_id)
+    if not all(r.get("train_loss") and r.get("val_loss") for r in rows):
+        step.fail("a row lacks Lightning's logged train_loss or val_loss")
+    _observed(ctx, step, run_id, rows, epochs)
+    if step.status != FAIL:
+        step.summary = f"{run_id}: COMPLETED, {len(rows)} epochs observed from Lightning's hooks"
+
+
+def _observed(
+    ctx: Context, step: Step, run_id: str, rows: list[dict[str, str]], epochs: int
+) -> None:
+    """What the observation layer saw: one group of the right backend on the right device,
+    and one row per epoch with its own time and throughput."""
+    step.details["metrics.csv"] = [
+        {k: r.get(k) for k in ("epoch", "train_loss", "val_loss", "epoch_time_sec",
+                               "throughput_samples_per_sec")}
+        for r in rows
+    ]  # fmt: skip
+    observed = json.loads((ctx.runs_root / run_id / "run.json").read_text()).get("observed") or {}
+    step.details["run.json observed"] = {
+        k: observed.get(k) for k in ("group", "reason", "backend", "devices", "frameworks", "notes")
+    }
+    backend, device = ("nccl", "cuda:0") if ctx.cuda else ("gloo", "cpu")
+    if observed.get("group") != "formed" or observed.get("backend") != backend:
+        step.fail(f"observed: {observed.get('reason')!r}, not one {backend} group")
+    if observed.get("devices") != [device]:
+        step.fail(f"observed devices {observed.get('devices')}, not [{device!r}]")
+    if len(rows) != epochs or not all(r.get("throughput_samples_per_sec") for r in rows):
+        step.fail(f"{len(rows)} metrics.csv rows with throughput, not {epochs}")
 
 
 def oom(ctx: Context, step: Step) -> None:

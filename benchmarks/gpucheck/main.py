@@ -38,6 +38,7 @@ STEPS = (
     "local_job",
     "run_detail",
     "script_job",
+    "lightning_job",
     "oom",
     "preflight",
     "compile",
@@ -48,6 +49,7 @@ TITLES = {
     "local_job": "The local-scheduler path with CUDA",
     "run_detail": "Run detail of that job",
     "script_job": "A user's own DDP script on the GPU",
+    "lightning_job": "A user's Lightning script (fit, then test) on the GPU",
     "oom": "A real CUDA out-of-memory error",
     "preflight": "Preflight with NCCL at world size 1",
     "compile": "Trainer throughput under torch.compile",
@@ -65,7 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=REPO / ".gpu-wheels",
         help="wheels to carry (make gpu-wheels)",
     )
-    p.add_argument("--budget-sec", type=float, default=360.0, help="stop starting work after this")
+    p.add_argument("--budget-sec", type=float, default=420.0, help="stop starting work after this")
     p.add_argument("--only", default="", help=f"comma-separated steps of: {', '.join(STEPS)}")
     p.add_argument("--cpu", action="store_true", help="act as if no CUDA device were visible")
     args = p.parse_args(argv)
@@ -128,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             "local_job": local_job_step,
             "run_detail": run_detail_step,
             "script_job": lambda step: jobs.script_job(ctx, step),
+            "lightning_job": lambda step: jobs.lightning_job(ctx, step),
             "oom": lambda step: jobs.oom(ctx, step),
             "preflight": lambda step: jobs.preflight(ctx, step),
             "compile": compile_step,

@@ -58,6 +58,7 @@ def test_without_cuda_it_says_so_checks_its_cpu_side_and_exits_0(
         "local_job": PASS,
         "run_detail": PASS,
         "script_job": PASS,
+        "lightning_job": PASS,
         "oom": SKIP,
         "preflight": PASS,
         "compile": SKIP,
@@ -81,6 +82,11 @@ def test_the_cpu_run_measures_both_sides_and_runs_the_users_path(
     script = steps["script_job"]["details"]
     assert script["the script says"] == "rank 0/1 backend gloo device cpu"
     assert [row["epoch"] for row in script["metrics.csv"]] == ["1", "2", "3"]
+    lightning = steps["lightning_job"]["details"]
+    assert lightning["run.json observed"]["frameworks"] == {
+        "lightning": {"package": "pytorch_lightning"}
+    }
+    assert [row["epoch"] for row in lightning["metrics.csv"]] == ["1", "2", "3"]  # test: no row
     assert "planned (--dry-run)" in steps["oom"]["summary"]
     assert "moves no data" in steps["preflight"]["details"]["preflight"]["note"]
     for name in ("detail-logs", "detail-metrics", "detail-resources"):
