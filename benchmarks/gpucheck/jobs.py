@@ -202,15 +202,10 @@ def script_job(ctx: Context, step: Step) -> None:
     """A user's own DDP script (the tutorials' idiom) through ``--entry script``: it runs on
     the GPU with NCCL, its epochs are read from its output, and verify is green."""
     epochs = 3
-    flags = [
-        *size_flags(ctx), "--entry", "script", "--script", str(USER_SCRIPT),
-        "--script-args", f"--epochs {epochs}", "--epochs", str(epochs), "--telemetry-sec", "0",
-    ]  # fmt: skip
-    run_id, row = submit_and_wait(ctx, step, "submit", "gpu-check-script", flags, 120)
-    if run_id is None or row is None:
+    ran = _script_run(ctx, step, USER_SCRIPT, "gpu-check-script", epochs, 120)
+    if ran is None:
         return
-    _completed_and_verified(ctx, step, run_id, row)
-    rows = _metrics(ctx, run_id)
+    run_id, rows = ran
     if len(rows) != epochs or not all(r.get("train_loss") for r in rows):
         step.fail(f"{len(rows)} metrics.csv rows with a loss, not {epochs}")
     # The script's own word for the group it formed (run.json only repeats the spec's).
@@ -244,20 +239,31 @@ def lightning_job(ctx: Context, step: Step) -> None:
         step.evidence["import pytorch_lightning"] = probe.stderr[-2000:]
         return
     epochs = 3
-    flags = [
-        *size_flags(ctx), "--entry", "script", "--script", str(LIGHTNING_SCRIPT),
-        "--script-args", f"--epochs {epochs}", "--epochs", str(epochs), "--telemetry-sec", "0",
-    ]  # fmt: skip
-    run_id, row = submit_and_wait(ctx, step, "submit", "gpu-check-lightning", flags, 240)
-    if run_id is None or row is None:
+    ran = _script_run(ctx, step, LIGHTNING_SCRIPT, "gpu-check-lightning", epochs, 240)
+    if ran is None:
         return
-    _completed_and_verified(ctx, step, run_id, row)
-    rows = _metrics(ctx, run_id)
+    run_id, rows = ran
     if not all(r.get("train_loss") and r.get("val_loss") for r in rows):
         step.fail("a row lacks Lightning's logged train_loss or val_loss")
     _observed(ctx, step, run_id, rows, epochs)
     if step.status != FAIL:
         step.summary = f"{run_id}: COMPLETED, {len(rows)} epochs observed from Lightning's hooks"
+
+
+def _script_run(
+    ctx: Context, step: Step, script: Path, name: str, epochs: int, wait: float
+) -> tuple[str, list[dict[str, str]]] | None:
+    """Submit ``script`` with only the defaults and the size; once it ended, check that it
+    completed and verifies. Its run id and metrics.csv rows, or None if it never ended."""
+    flags = [
+        *size_flags(ctx), "--entry", "script", "--script", str(script),
+        "--script-args", f"--epochs {epochs}", "--epochs", str(epochs), "--telemetry-sec", "0",
+    ]  # fmt: skip
+    run_id, row = submit_and_wait(ctx, step, "submit", name, flags, wait)
+    if run_id is None or row is None:
+        return None
+    _completed_and_verified(ctx, step, run_id, row)
+    return run_id, _metrics(ctx, run_id)
 
 
 def _observed(

@@ -232,3 +232,40 @@ def test_a_sampler_whose_set_epoch_is_never_called_does_not_number_every_pass_0(
         obs.exhausted(key)
     numbers = [(r["epoch"], r["source"]) for r in records(tmp_path) if r["kind"] == "epoch"]
     assert numbers == [(0, "sampler"), (1, "loader"), (2, "loader")]
+
+
+def test_the_first_observed_epoch_decides_the_numbering_before_a_later_step_in_the_same_read(
+    tmp_path: Path,
+) -> None:
+    """One read of the journal can hold epoch 0's record and a step of epoch 1 after it (the
+    wrapper reads once a second): epoch 0 must still become row 1, whatever numbering a
+    progress line decided before."""
+    from ddp_tui.scriptrun.observed import Observations
+    from ddp_tui.scriptrun.records import StepRecord
+    from ddp_tui.scriptrun.runner import Rank0, parse_args
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    opts = parse_args(["--run-dir", str(run_dir), "--epochs", "2", "--", "fit.py"])
+    rank0 = Rank0(opts, [sys.executable, "fit.py"], "9", "single")
+    rank0._open_outputs()
+    # Every progress record is written (and numbered) at once: the once-a-second throttle is
+    # what made this depend on when the reads fell.
+    rank0.progress.interval = 0.0
+    rank0._records([StepRecord(epoch=1, step=3)])  # a 1-based progress line, parsed first
+    folder = run_dir / "observe"
+    folder.mkdir()
+    lines = [
+        {"kind": "process", "pid": 42, "t": rank0.wall + 1},
+        {"kind": "group", "rank": 0, "world_size": 1, "backend": "gloo", "host": "n1"},
+        {"kind": "step", "epoch": 0, "step": 5, "steps_per_epoch": 8},
+        {"kind": "epoch", "epoch": 0, "source": "lightning", "start": 1.0, "seconds": 2.0,
+         "samples": 64, "data_wait_sec": 0.5, "values": {"train_loss": 0.5}},
+        {"kind": "step", "epoch": 1, "step": 1, "steps_per_epoch": 8},
+    ]  # fmt: skip
+    (folder / "9-n1-42.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    rank0.observations = Observations(run_dir, "9", child_pid=42, since=rank0.wall)
+    rank0._observe()
+    rows = (run_dir / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 2 and rows[1].startswith("1,0.5,"), rows
+    assert json.loads((run_dir / "run.json").read_text())["epoch_offset"] == 1

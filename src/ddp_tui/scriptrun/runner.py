@@ -304,7 +304,6 @@ class Rank0:
 
     def _read_observations(self) -> None:
         assert self.observations is not None
-        rows: list[EpochRecord] = []
         for record in self.observations.poll():
             before = self._observed_rows()
             made = self.rows.observed(record)
@@ -316,11 +315,12 @@ class Rank0:
                 # observed epochs count from 0).
                 self.metrics.forget_attempt()
                 self.numbering.forget_attempt()
-            rows += made
+            # At once, record by record: the numbering is decided again by the first observed
+            # epoch, before a step of the next epoch (in the same read) can decide it.
+            self._rows(made)
             step = self.rows.step(record)
             if step is not None:
                 self.progress.add(step)
-        self._rows(rows)
         shape = self.observations.shape()
         if shape != self._observed_shape:  # a group formed, a framework spoke: say so now
             self._observed_shape = shape
