@@ -303,6 +303,31 @@ def test_requeue_stops_the_job_and_runs_it_again_under_the_same_id(env: Env) -> 
     assert "Restarts  1" in sched.accounting(job_id)
 
 
+def test_jobs_in_dir_lists_every_job_of_a_run_directory_in_any_state_oldest_first(
+    env: Env,
+) -> None:
+    sched = env.scheduler()
+    script, run = env.run_dir("true\n")
+    other_script, other_run = env.run_dir(WAIT_FOR_GO)
+    first = sched.submit(script, run)
+    env.wait_state(sched, first, JobState.COMPLETED)
+    running = sched.submit(other_script, other_run)
+    env.wait_state(sched, running, JobState.RUNNING)
+    pending = sched.submit(script, run)  # waits behind the running job: one slot
+    assert env.status(sched, pending).state is JobState.PENDING
+    # The same directory however it is spelled: a trailing slash, a "..", a relative path.
+    spellings = [run, run + "/", os.path.join(run, "..", os.path.basename(run))]
+    spellings.append(os.path.relpath(run))
+    for spelling in spellings:
+        assert sched.jobs_in_dir(spelling) == [first, pending], spelling
+    assert sched.jobs_in_dir(other_run) == [running]
+    assert sched.jobs_in_dir(str(env.tmp / "never-used")) == []
+    # Another instance on the same state directory (another app, the CLI) sees them too.
+    assert LocalScheduler(env.state).jobs_in_dir(run) == [first, pending]
+    Path(other_run, "go").touch()
+    env.wait_state(sched, pending, JobState.COMPLETED)
+
+
 @pytest.mark.parametrize("flag", ["--nodes=2", "--nodes 3", "-N 2", "-N4", "--nodes=2-4"])
 def test_multi_node_jobs_are_refused_with_a_clear_message(env: Env, flag: str) -> None:
     sched = env.scheduler()

@@ -153,6 +153,17 @@ class LocalScheduler(Scheduler):
             self._advance()
             return [self._status(j) for j in self.store.all_jobs()]
 
+    def jobs_in_dir(self, run_dir: str) -> list[str]:
+        """Ids of every job (any state) submitted from ``run_dir``, oldest first.
+
+        Finds a submission whose answer was lost (the app killed between the job file and
+        ``jobs.jsonl``), and a second live job for one run. Paths compare normalised, as
+        :meth:`submit` stores them absolute.
+        """
+        want = os.path.normpath(os.path.abspath(run_dir))
+        with self.store.locked():
+            return [j.job_id for j in self.store.all_jobs() if os.path.normpath(j.run_dir) == want]
+
     def cancel(self, job_id: str) -> None:
         with self.store.locked():
             job = self._require(job_id)
