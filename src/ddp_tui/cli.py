@@ -484,13 +484,14 @@ def resolve_run(cluster: Cluster, key: str) -> RunView:
 
 def _cmd_cancel(cluster: Cluster, args: argparse.Namespace) -> int:
     view = resolve_run(cluster, args.run)
-    cluster.cancel(view.run_id)
-    print(f"cancelled {view.run_id} (job {view.job_id})")
+    jobs = cluster.cancel(view.run_id)
+    print(f"cancelled {view.run_id} (job {', '.join(jobs)})")
     return 0
 
 
 def _cmd_retry(cluster: Cluster, args: argparse.Namespace) -> int:
-    view = cluster.retry(resolve_run(cluster, args.run).run_id)
+    seen = resolve_run(cluster, args.run)
+    view = cluster.retry(seen.run_id, seen=len(seen.attempts))
     print(f"{view.run_id}\t{view.job_id}\tattempt {len(view.attempts)}")
     return 0
 

@@ -68,7 +68,9 @@ def make_run(cluster: Cluster, script: str, *, kind: str = "train") -> RunRef:
 
 def records(ref: RunRef) -> list[dict[str, Any]]:
     lines = Path(ref.path, "jobs.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
+    parsed = [json.loads(line) for line in lines if line.strip()]
+    # A submit's intent and its voiding are the lock's bookkeeping, not attempts or ends.
+    return [r for r in parsed if r.get("event") in (None, "end")]
 
 
 def ends(ref: RunRef) -> list[dict[str, Any]]:

@@ -191,7 +191,7 @@ def test_retry_of_an_ended_script_run_reuses_its_snapshot(cluster: Cluster) -> N
     attempts = [
         json.loads(line).get("attempt")
         for line in (run_dir / "jobs.jsonl").read_text().splitlines()
-        if line.strip() and json.loads(line).get("event") != "end"
+        if line.strip() and json.loads(line).get("event") is None  # attempt lines only
     ]
     assert attempts == [1, 2]
     assert run_json(run_dir)["attempts"] == 2

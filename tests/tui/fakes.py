@@ -408,13 +408,14 @@ class FakeCluster:
         # One row for the whole sweep, as the screens need no more.
         return [self.submit(plans[0])] if plans else []
 
-    def cancel(self, run_id: str) -> None:
+    def cancel(self, run_id: str) -> list[str]:
         self.calls.append(("cancel", run_id))
         self.runs = [
             replace(r, state=JobState.CANCELLED) if r.run_id == run_id else r for r in self.runs
         ]
+        return [next(r.job_id or "" for r in self.runs if r.run_id == run_id)]
 
-    def retry(self, run_id: str) -> RunView:
+    def retry(self, run_id: str, *, seen: int | None = None) -> RunView:
         self.calls.append(("retry", run_id))
         return next(r for r in self.runs if r.run_id == run_id)
 

@@ -148,7 +148,9 @@ def view_of(cluster: Cluster, run_id: str) -> RunView:
 
 def records(view: RunView) -> list[dict[str, Any]]:
     text = (Path(view.run_dir) / "jobs.jsonl").read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    parsed = [json.loads(line) for line in text.splitlines() if line.strip()]
+    # A submit's intent and its voiding are the lock's bookkeeping, not attempts or ends.
+    return [r for r in parsed if r.get("event") in (None, "end")]
 
 
 def write_epochs(view: RunView, *epochs: int) -> None:

@@ -91,7 +91,7 @@ def test_a_plan_submitted_twice_is_refused_and_the_first_run_stays(
     assert _runs(tmp_path / "runs") == [first.run_id]
     assert {p: (run_dir / p).read_bytes() for p in before} == before
     attempts = [json.loads(x) for x in (run_dir / "jobs.jsonl").read_text().splitlines()]
-    assert [a["job_id"] for a in attempts if a.get("event") != "end"] == [first.job_id]
+    assert [a["job_id"] for a in attempts if a.get("event") is None] == [first.job_id]
     assert not [n for n in os.listdir(tmp_path / "runs") if n.endswith(".tmp")]
 
 

@@ -38,6 +38,7 @@ from ddp_tui.remote.plan import (
     sweep_specs,
 )
 from ddp_tui.remote.prequeue import prequeue_errors
+from ddp_tui.remote.run_jobs import IntentReconciler, cancel_run
 from ddp_tui.remote.run_table import DIAGNOSES_PER_REFRESH, RunTable
 from ddp_tui.remote.runs import (
     CHECKPOINT_FILE,
@@ -100,6 +101,7 @@ class Cluster:
         self.profile = profile
         self.location = location
         self.states = AttemptStates(scheduler, store, lost_grace_sec=lost_grace_sec)
+        self.intents = IntentReconciler(scheduler, store)
         #: How long a submit whose answer was lost looks for its job before giving up.
         self.recover_submit_sec = RECOVER_SUBMIT_SEC
         self._version: str | None = None
@@ -273,7 +275,7 @@ class Cluster:
             raise ValidationFailed(
                 [FieldError("run_id", f"{exc}: this plan was submitted already; plan again")]
             ) from None
-        self._submit_attempt(ref, retry_of=None, attempt=1, recorded=())
+        self._submit_attempt(ref, seen=0, fresh=True)
         return self._view_of(ref.run_id)
 
     def submit_plans(self, plans: Sequence[SubmitPlan]) -> list[RunView]:
@@ -281,16 +283,13 @@ class Cluster:
         require_ok(plans)
         return [self.submit(p) for p in plans]
 
-    def _submit_attempt(
-        self, ref: RunRef, *, retry_of: str | None, attempt: int, recorded: Sequence[str]
-    ) -> str:
+    def _submit_attempt(self, ref: RunRef, *, seen: int | None, fresh: bool = False) -> str:
         return submit_attempt(
             self.scheduler,
             self.store,
             ref,
-            retry_of=retry_of,
-            attempt=attempt,
-            recorded=recorded,
+            seen=seen,
+            fresh=fresh,
             recover_sec=self.recover_submit_sec,
         )
 
@@ -361,6 +360,7 @@ class Cluster:
         except SchedulerError as exc:
             error = exc.message
         self._infos = infos
+        error = self._reconcile_intents(infos) or error
         error = self._read_just_ended(infos) or error
         error = states.record_ends(infos, self.table.end_extra) or error
         self._views = tuple(self.table.view(info) for info in reversed(infos))
@@ -373,6 +373,17 @@ class Cluster:
             except ExecutorError as exc:
                 error = error or str(exc)
         return self._snapshot(self._views, error, len(poll_cmds), detail)
+
+    def _reconcile_intents(self, infos: Sequence[RunInfo]) -> str | None:
+        """Adopt the jobs of submitters that died between their intent and their job id
+        (the next listing shows them); an error only says why it could not be done now."""
+        for info in infos:
+            if info.unanswered_intent:
+                try:
+                    self.intents.reconcile(info.ref)
+                except (SchedulerError, ExecutorError, RunStoreError, OSError) as exc:
+                    return f"{info.run_id}: an interrupted submit is not resolved yet ({exc})"
+        return None
 
     def _read_just_ended(self, infos: Sequence[RunInfo]) -> str | None:
         """One more read of the table files of runs whose end this refresh just learned.
@@ -500,32 +511,18 @@ class Cluster:
 
     # -- control ------------------------------------------------------------------------
 
-    def cancel(self, run_id: str) -> None:
-        """Cancel the latest attempt of the run; the run directory stays as it is."""
-        job_id = latest_job_id(self._info(run_id))
-        if job_id is None:
-            raise SchedulerError(f"{run_id} was never submitted")
-        self.scheduler.cancel(job_id)
+    def cancel(self, run_id: str) -> list[str]:
+        """Cancel every live job of the run (recorded in ``jobs.jsonl`` or not); returns
+        their ids. The run directory stays as it is."""
+        return cancel_run(self.scheduler, self.store, self._info(run_id).ref)
 
-    def retry(self, run_id: str) -> RunView:
+    def retry(self, run_id: str, *, seen: int | None = None) -> RunView:
         """Submit the run's script again as a new attempt; the trainer resumes from its
-        checkpoint. Refused while the latest attempt may still run."""
+        checkpoint. ``seen``: how many attempts the caller saw (default: as last listed);
+        refused (:class:`AttemptRefused`, naming the other job) when another instance
+        submitted since, or while any job of the run is alive."""
         info = self._info(run_id)
-        prev = latest_job_id(info)
-        if prev is not None:
-            status = self.states.status_of(info)
-            if status is None:
-                status = self.scheduler.poll([prev]).get(prev)
-            if status is not None and status.state.is_active:
-                raise SchedulerError(
-                    f"job {prev} is still {status.state.value}; cancel it (c) before retrying"
-                )
-        self._submit_attempt(
-            info.ref,
-            retry_of=prev,
-            attempt=len(info.jobs) + 1,
-            recorded=[str(j.get("job_id")) for j in info.jobs],
-        )
+        self._submit_attempt(info.ref, seen=len(info.jobs) if seen is None else seen)
         return self._view_of(run_id)
 
     def verify(self, run_id: str) -> list[Check]:

@@ -16,6 +16,9 @@ real end line, written later by anyone, supersedes it.
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -25,9 +28,44 @@ from ddp_tui.remote.scheduler import JobStatus
 from ddp_tui.remote.states import JobState
 
 END_EVENT = "end"
+#: Written before a submit asks the scheduler; answered by the attempt line naming its
+#: token, or closed by a void line (see ddp_tui.remote.run_jobs).
+INTENT_EVENT = "intent"
+VOID_EVENT = "intent_void"
 #: How long an attempt must stay unknown to both squeue and sacct before it is LOST.
 #: sacct lags the end of a job by seconds; two minutes leaves room for a slow slurmdbd.
 LOST_GRACE_SEC = 120.0
+
+
+def intent_record(attempt: int, retry_of: str | None) -> dict[str, Any]:
+    """The line written before a submit: what is about to be asked, and by whom."""
+    return {
+        "event": INTENT_EVENT,
+        "token": secrets.token_hex(6),
+        "attempt": attempt,
+        "retry_of": retry_of,
+        "by": f"{socket.gethostname()}:{os.getpid()}",
+        "at": _now_iso(),
+    }
+
+
+def void_record(token: str) -> dict[str, Any]:
+    """Closes an intent that no job came of (the submitter died before the scheduler)."""
+    return {"event": VOID_EVENT, "token": token, "at": _now_iso()}
+
+
+def pending_intents(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The intents of ``records`` (``jobs.jsonl``, in order) that no attempt line and no
+    void line answers yet."""
+    records = list(records)
+    answered = {r.get("intent") for r in records if r.get("event") is None}
+    answered |= {r.get("token") for r in records if r.get("event") == VOID_EVENT}
+    return [r for r in records if r.get("event") == INTENT_EVENT and r.get("token") not in answered]
+
+
+def has_unanswered_intent(records: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a submit's intent waits for its answer (a crash, or a submit in progress)."""
+    return bool(pending_intents(records))
 
 
 def split_job_lines(
@@ -41,9 +79,12 @@ def split_job_lines(
     attempts: list[Mapping[str, Any]] = []
     ends: dict[str, Mapping[str, Any]] = {}
     for rec in lines:
-        if rec.get("event") != END_EVENT:
+        event = rec.get("event")
+        if event is None:
             attempts.append(rec)
             continue
+        if event != END_EVENT:
+            continue  # a submit's intent or its voiding (ddp_tui.remote.run_jobs)
         job_id = str(rec.get("job_id") or "")
         if not job_id:
             continue
@@ -55,6 +96,10 @@ def split_job_lines(
 
 def _is_lost(rec: Mapping[str, Any]) -> bool:
     return rec.get("state") == JobState.LOST.value
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def end_record(status: JobStatus, *, scope: str | None = None) -> dict[str, Any]:

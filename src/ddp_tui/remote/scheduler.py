@@ -68,6 +68,9 @@ class Scheduler(ABC):
 
     #: "slurm" or "local"
     name: str
+    #: How long a submit whose caller was killed may still reach the scheduler: sbatch is
+    #: a process of its own that outlives a killed app, and gives up within a minute.
+    submit_in_flight_sec: float = 120.0
 
     @abstractmethod
     def submit(self, script_path: str, run_dir: str) -> str:

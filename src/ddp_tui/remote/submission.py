@@ -1,8 +1,20 @@
-"""Handing a run's script to the scheduler once, and recording the attempt.
+"""Handing a run's script to the scheduler once per intent, and recording the attempt.
 
-If the answer to a submit is lost (the connection dropped, or sbatch timed out), sbatch
-may or may not have queued the job. Never guess and never submit twice: ask the
-scheduler which jobs were submitted from the run directory, and record the new one, or
+Every submit of a run, first or retry, runs under the run's lock
+(:mod:`ddp_tui.remote.run_lock`) and in this order:
+
+1. read ``jobs.jsonl`` afresh and adopt any job the scheduler has for the run directory
+   that it lacks (:mod:`ddp_tui.remote.run_jobs`);
+2. refuse when someone else submitted since the caller looked (``seen``), or when a job of
+   the run is still alive, naming that job;
+3. write an *intent* line: a runs root that cannot take it (read-only, full) refuses here,
+   before anything is queued;
+4. submit, then write the attempt line that answers the intent.
+
+A process killed between 3 and 4 leaves an intent that the next refresh resolves by asking
+the scheduler. If the answer to a submit is lost (the connection dropped, or sbatch timed
+out), sbatch may or may not have queued the job. Never guess and never submit twice: ask
+the scheduler which jobs were submitted from the run directory, and record the new one, or
 report that nothing was queued.
 """
 
@@ -12,12 +24,33 @@ import time
 from collections.abc import Sequence
 
 from ddp_tui.remote.executor import ExecutorError
-from ddp_tui.remote.runs import SCRIPT_FILE, RunRef, RunStore
+from ddp_tui.remote.history import intent_record, split_job_lines, void_record
+from ddp_tui.remote.run_jobs import (
+    adopt_unrecorded,
+    close_void_intents,
+    live_jobs,
+    recorded_ids,
+)
+from ddp_tui.remote.run_lock import RunLock
+from ddp_tui.remote.runs import SCRIPT_FILE, RunRef, RunStore, RunStoreError
 from ddp_tui.remote.scheduler import Scheduler, SchedulerError
+from ddp_tui.remote.space import MARGIN_BYTES, require_room
 from ddp_tui.remote.view_building import attempt_record
 
 #: How long a submit whose answer was lost waits for the scheduler to be reachable again.
 RECOVER_SUBMIT_SEC = 60.0
+
+
+class AttemptRefused(SchedulerError):
+    """Another attempt of the run won, or is still alive; ``job_id`` names it."""
+
+    def __init__(self, message: str, job_id: str) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
+class NothingQueued(SchedulerError):
+    """A submit whose answer was lost did not reach the scheduler (it said so)."""
 
 
 def submit_attempt(
@@ -25,22 +58,75 @@ def submit_attempt(
     store: RunStore,
     ref: RunRef,
     *,
-    retry_of: str | None,
-    attempt: int,
-    recorded: Sequence[str],
+    seen: int | None,
+    fresh: bool = False,
     recover_sec: float = RECOVER_SUBMIT_SEC,
 ) -> str:
     """Submit the run's script once and record it in jobs.jsonl; returns the job id.
 
-    ``recorded`` are the job ids of the run's earlier attempts (not the lost one)."""
-    try:
-        job_id = scheduler.submit(ref.file(SCRIPT_FILE), ref.path)
-    except SchedulerError as exc:
-        if not isinstance(exc.__cause__, ExecutorError):
-            raise  # sbatch answered: it refused the job
-        job_id = recover_lost_submit(scheduler, ref, recorded, exc, recover_sec=recover_sec)
-    store.append_job(ref, attempt_record(job_id, scheduler.name, retry_of, attempt))
-    return job_id
+    ``seen`` is how many attempts the caller saw when it decided to submit (None: whatever
+    is there now). ``fresh`` marks a run directory made a moment ago by this process, which
+    no scheduler can know yet: it skips asking for the run's jobs."""
+    with RunLock(store.executor, ref).held():
+        records = store.read_jobs(ref)
+        if not fresh:
+            adopt_unrecorded(scheduler, store, ref, records)
+            in_flight = close_void_intents(scheduler, store, ref)
+            if in_flight:
+                raise SchedulerError(
+                    f"a submit of {ref.run_id} by {in_flight[-1]} did not finish and may still "
+                    "reach the scheduler; nothing was submitted: try again in a minute or two"
+                )
+            records = store.read_jobs(ref)
+        known = recorded_ids(records)
+        if seen is not None and len(known) > seen:
+            raise AttemptRefused(
+                f"{ref.run_id} was submitted by someone else meanwhile: job {known[-1]} is its "
+                "newest attempt; nothing more was submitted",
+                known[-1],
+            )
+        _, ends = split_job_lines(records)
+        alive = live_jobs(scheduler, [j for j in known if j not in ends])
+        if alive:
+            live = alive[-1]
+            raise AttemptRefused(
+                f"job {live.job_id} is still {live.state.value}; cancel it (c) before "
+                f"retrying {ref.run_id}; nothing was submitted",
+                live.job_id,
+            )
+        if not fresh:  # a new run's room was checked with its files
+            require_room(store.executor, ref.path, MARGIN_BYTES, what="another attempt")
+        retry_of = known[-1] if known else None
+        intent = intent_record(len(known) + 1, retry_of)
+        try:
+            store.append_job(ref, intent)
+        except (OSError, ExecutorError) as exc:
+            raise RunStoreError(
+                f"cannot record a submit of {ref.run_id} in {ref.file('jobs.jsonl')}: "
+                f"{getattr(exc, 'strerror', None) or exc}; nothing was submitted"
+            ) from exc
+        try:
+            job_id = scheduler.submit(ref.file(SCRIPT_FILE), ref.path)
+        except SchedulerError as exc:
+            if not isinstance(exc.__cause__, ExecutorError):
+                raise  # sbatch answered: it refused the job
+            try:
+                job_id = recover_lost_submit(scheduler, ref, known, exc, recover_sec=recover_sec)
+            except SchedulerError as lost:
+                if isinstance(lost, NothingQueued):  # the scheduler said so
+                    store.append_job(ref, void_record(str(intent["token"])))
+                raise
+        record = attempt_record(job_id, scheduler.name, retry_of, len(known) + 1)
+        record["intent"] = intent["token"]
+        try:
+            store.append_job(ref, record)
+        except (OSError, ExecutorError) as exc:
+            raise RunStoreError(
+                f"job {job_id} was submitted for {ref.run_id} but could not be recorded "
+                f"({getattr(exc, 'strerror', None) or exc}); the next refresh adopts it once "
+                f"{ref.path} is writable again"
+            ) from exc
+        return job_id
 
 
 def recover_lost_submit(
@@ -72,7 +158,7 @@ def recover_lost_submit(
             time.sleep(delay)
             delay = min(delay * 2, 8.0)
     if not found:
-        raise SchedulerError(
+        raise NothingQueued(
             f"the submission of {ref.run_id} did not reach the scheduler ({cause}); "
             "nothing was queued, and the run directory is kept: retry it (r)."
         ) from cause

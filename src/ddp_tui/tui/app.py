@@ -322,7 +322,7 @@ class DdpTuiApp(App[None]):
             self,
             "Cancel",
             lambda cluster: cluster.cancel(run_id),
-            lambda _: ActionDone(f"Cancelled {name}."),
+            lambda jobs: ActionDone(f"Cancelled {name} (job {', '.join(jobs)})."),
         )
 
     def retry_run(self, run_id: str) -> None:
@@ -334,10 +334,13 @@ class DdpTuiApp(App[None]):
                 markup=False,
             )
             return
+        seen = len(run.attempts) if run is not None else None
         self.ask(
             self,
             "Retry",
-            lambda cluster: cluster.retry(run_id),
+            # The attempts the user saw: a second press, or another instance's retry
+            # since, is refused with the winning job's id instead of doubling it.
+            lambda cluster: cluster.retry(run_id, seen=seen),
             lambda run: ActionDone(
                 f"Retrying {run.name}: job {run.job_id} resumes from its checkpoint.", run.run_id
             ),

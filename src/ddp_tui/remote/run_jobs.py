@@ -1,0 +1,149 @@
+"""Every job the scheduler has for a run directory, whether ``jobs.jsonl`` recorded it or not.
+
+A submit writes an *intent* line to ``jobs.jsonl`` before it asks the scheduler, and the
+attempt line (which names the intent's token) after. A process killed in between leaves an
+intent without an attempt: the job may or may not exist. Nobody guesses: the scheduler is
+asked which jobs ran from the run directory (``jobs_in_dir``), and a job it has that
+``jobs.jsonl`` lacks is *adopted* (recorded with ``"adopted": true``), never submitted again.
+An intent that the scheduler has no job for is closed with a *void* line.
+
+The same question answers "is anything of this run still alive?" for retry and cancel, so
+that a half-written or deleted ``jobs.jsonl`` can neither start a second live job for one
+run nor leave one running after a cancel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from ddp_tui.remote.history import pending_intents, split_job_lines, void_record
+from ddp_tui.remote.run_lock import RunLock
+from ddp_tui.remote.runs import RunRef, RunStore
+from ddp_tui.remote.scheduler import AccountingUnavailable, JobStatus, Scheduler, SchedulerError
+from ddp_tui.remote.view_building import attempt_record
+
+RECONCILE_EVERY_SEC = 10.0
+
+
+def recorded_ids(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The job ids of the attempt lines of ``records``."""
+    attempts, _ = split_job_lines(records)
+    return [str(a.get("job_id")) for a in attempts if a.get("job_id")]
+
+
+def adopt_unrecorded(
+    scheduler: Scheduler, store: RunStore, ref: RunRef, records: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Record every job the scheduler has for ``ref`` that ``records`` lacks (oldest first),
+    each answering the oldest pending intent; returns their ids. The caller holds the run's
+    lock (:mod:`ddp_tui.remote.run_lock`)."""
+    known = recorded_ids(records)
+    found = [j for j in scheduler.jobs_in_dir(ref.path) if j not in known]
+    pending = pending_intents(records)
+    n = len(known)
+    for job_id in found:
+        intent = pending.pop(0) if pending else None
+        n += 1
+        retry_of = intent.get("retry_of") if intent else (known[-1] if known else None)
+        rec = attempt_record(job_id, scheduler.name, str(retry_of) if retry_of else None, n)
+        rec["adopted"] = True
+        if intent is not None:
+            rec["intent"] = intent.get("token")
+        store.append_job(ref, rec)
+        known.append(job_id)
+    return found
+
+
+def close_void_intents(
+    scheduler: Scheduler, store: RunStore, ref: RunRef, *, now: float | None = None
+) -> list[str]:
+    """Void what is still pending after an adoption: no job came of those intents. Not
+    those younger than the scheduler's ``submit_in_flight_sec`` (a killed app does not kill
+    the sbatch it started); their ``by`` is returned."""
+    now = time.time() if now is None else now
+    young: list[str] = []
+    for intent in pending_intents(store.read_jobs(ref)):
+        if now - _epoch(intent.get("at")) < scheduler.submit_in_flight_sec:
+            young.append(str(intent.get("by") or "another process"))
+        else:
+            store.append_job(ref, void_record(str(intent.get("token"))))
+    return young
+
+
+def _epoch(iso: object) -> float:
+    try:
+        return datetime.fromisoformat(str(iso)).timestamp()
+    except ValueError:
+        return 0.0  # unreadable: old enough
+
+
+class IntentReconciler:
+    """Resolves unanswered intents on refresh, at most every :data:`RECONCILE_EVERY_SEC`
+    per run: a crash is rare, and asking the scheduler for a run's jobs costs a squeue and
+    an sacct."""
+
+    def __init__(self, scheduler: Scheduler, store: RunStore) -> None:
+        self.scheduler = scheduler
+        self.store = store
+        self._tried: dict[str, float] = {}
+
+    def reconcile(self, ref: RunRef) -> bool:
+        """Adopt the jobs of ``ref``'s dead submitter, void its empty intents; True when
+        something was recorded. Skipped while a live submitter holds the run's lock."""
+        now = time.monotonic()
+        if now - self._tried.get(ref.run_id, -RECONCILE_EVERY_SEC) < RECONCILE_EVERY_SEC:
+            return False
+        self._tried[ref.run_id] = now
+        lock = RunLock(self.store.executor, ref, wait_sec=0)
+        if not lock.try_acquire():
+            return False  # its submitter is alive: its own attempt line will answer
+        try:
+            before = self.store.read_jobs(ref)
+            if not pending_intents(before):
+                return False
+            adopt_unrecorded(self.scheduler, self.store, ref, before)
+            close_void_intents(self.scheduler, self.store, ref)
+            return len(self.store.read_jobs(ref)) != len(before)
+        finally:
+            lock.release()
+
+
+def statuses(scheduler: Scheduler, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+    """What the scheduler says of ``job_ids``; with accounting down, what squeue said (it
+    lists every job that is still alive, which is all a liveness check needs)."""
+    if not job_ids:
+        return {}
+    try:
+        return scheduler.poll(job_ids)
+    except AccountingUnavailable as exc:
+        return exc.partial
+
+
+def live_jobs(scheduler: Scheduler, job_ids: Sequence[str]) -> list[JobStatus]:
+    """The statuses of the jobs among ``job_ids`` that are pending or running, in order."""
+    answered = statuses(scheduler, job_ids)
+    return [s for j in job_ids if (s := answered.get(j)) is not None and s.state.is_active]
+
+
+def all_job_ids(scheduler: Scheduler, store: RunStore, ref: RunRef) -> list[str]:
+    """Recorded and unrecorded jobs of the run, without asking twice for one."""
+    ids = recorded_ids(store.read_jobs(ref))
+    with contextlib.suppress(NotImplementedError):
+        ids += [j for j in scheduler.jobs_in_dir(ref.path) if j not in ids]
+    return ids
+
+
+def cancel_run(scheduler: Scheduler, store: RunStore, ref: RunRef) -> list[str]:
+    """Cancel every live job of the run, recorded or not; returns their ids (the latest
+    attempt when none is alive: the scheduler then says how it ended)."""
+    ids = all_job_ids(scheduler, store, ref)
+    if not ids:
+        raise SchedulerError(f"{ref.run_id} was never submitted")
+    targets = [s.job_id for s in live_jobs(scheduler, ids)] or ids[-1:]
+    for job_id in targets:
+        scheduler.cancel(job_id)
+    return targets
