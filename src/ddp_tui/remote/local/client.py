@@ -30,8 +30,8 @@ from ddp_tui.remote.local.processes import (
     pid_alive,
     process_start,
     python_module_command,
-    signal_group,
 )
+from ddp_tui.remote.local.reaping import JobProcesses, end_job_processes, new_marker
 from ddp_tui.remote.local.store import (
     ACTION_CANCEL,
     ACTION_REQUEUE,
@@ -68,6 +68,8 @@ class LocalScheduler(Scheduler):
     """One-node jobs on this machine, at most ``max_running`` at once."""
 
     name = "local"
+    #: Its submit runs inside the caller: a killed caller submitted all of a job or nothing.
+    submit_in_flight_sec = 0.0
 
     def __init__(
         self,
@@ -279,8 +281,13 @@ class LocalScheduler(Scheduler):
         return job
 
     def _advance(self) -> None:
-        """Notice lost jobs, then start pending jobs while slots are free. Lock held."""
-        jobs = [j for j in self.store.all_jobs() if not j.job_state.is_terminal]
+        """End what ended jobs left behind, notice lost jobs, then start pending jobs while
+        slots are free. Lock held."""
+        every = self.store.all_jobs()
+        for job in every:
+            if job.leftover:
+                self._end_leftovers(job)
+        jobs = [j for j in every if not j.job_state.is_terminal]
         busy = 0
         for job in jobs:
             if job.job_state is JobState.RUNNING:
@@ -319,6 +326,7 @@ class LocalScheduler(Scheduler):
             return False
         job.state = JobState.RUNNING.value
         job.reason = ""
+        job.marker = new_marker(job.job_id)
         job.supervisor_pid = pid
         job.supervisor_start = process_start(pid)
         job.job_pid = job.job_start = None
@@ -336,6 +344,8 @@ class LocalScheduler(Scheduler):
                 job.reason = lost
                 self.store.save(job)
             return True
+        # Nobody is left to be graceful for the job: what it left behind is killed at once.
+        self._kill_processes(job)
         job.ended_at = time.time()
         if job.action == ACTION_CANCEL:
             job.state = JobState.CANCELLED.value
@@ -361,10 +371,24 @@ class LocalScheduler(Scheduler):
                 os.kill(sup, signal.SIGTERM)
             return
         # No supervisor to be graceful for us: stop whatever is left at once.
-        if job.job_pid and pid_alive(job.job_pid, job.job_start):
-            signal_group(job.job_pid, signal.SIGKILL)
-            job.job_pid = None
+        self._kill_processes(job)
         self._reconcile_lost(job)
+
+    @staticmethod
+    def _processes(job: LocalJob) -> JobProcesses:
+        return JobProcesses(marker=job.marker, pgid=job.job_pid, pgid_start=job.job_start)
+
+    def _kill_processes(self, job: LocalJob) -> None:
+        """KILL every process of a job whose supervisor is gone; a survivor is left to
+        the next :meth:`_advance` (``leftover``). Lock held; the caller saves the job."""
+        if not end_job_processes(self._processes(job), 0.0, kill_within=1.0):
+            job.leftover = job.marker
+
+    def _end_leftovers(self, job: LocalJob) -> None:
+        """Try again to end the processes of an ended start of ``job``. Lock held."""
+        if end_job_processes(JobProcesses(marker=job.leftover), 0.0, kill_within=1.0):
+            job.leftover = ""
+            self.store.save(job)
 
     @staticmethod
     def _back_to_pending(job: LocalJob, reason: str) -> None:

@@ -7,18 +7,33 @@ kernel reused after a reboot or a ``kill -9`` is never mistaken for a job.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 #: The directory that holds the ``ddp_tui`` package (``src/`` in a checkout,
 #: ``site-packages`` when installed).
 _IMPORT_ROOT = str(Path(__file__).resolve().parents[3])
 
 
-def _proc_stat(pid: int | str) -> tuple[str, int, int] | None:
-    """(state letter, process group, start time in clock ticks) from /proc, or None."""
+class ProcInfo(NamedTuple):
+    """The fields of ``/proc/<pid>/stat`` the local scheduler decides by."""
+
+    pid: int
+    state: str  # R, S, D, Z (zombie), X, ...
+    ppid: int
+    pgid: int
+    start: int  # clock ticks since boot: with the pid it names one process
+
+    @property
+    def live(self) -> bool:
+        # A zombie has ended; only its parent's wait is missing.
+        return self.state not in ("Z", "X", "x")
+
+
+def proc_info(pid: int | str) -> ProcInfo | None:
+    """``pid``'s state, parent, process group and start time from /proc, or None."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read().decode("ascii", "replace")
@@ -27,9 +42,18 @@ def _proc_stat(pid: int | str) -> tuple[str, int, int] | None:
     # The command name (field 2) may hold spaces and parentheses; fields resume after the last ")".
     rest = data[data.rfind(")") + 2 :].split()
     try:
-        return rest[0], int(rest[2]), int(rest[19])
+        return ProcInfo(int(pid), rest[0], int(rest[1]), int(rest[2]), int(rest[19]))
     except (IndexError, ValueError):
         return None
+
+
+def all_processes() -> list[ProcInfo]:
+    """Every process /proc lists now (empty without /proc)."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    return [p for p in (proc_info(n) for n in names if n.isdigit()) if p is not None]
 
 
 def _has_proc() -> bool:
@@ -38,8 +62,8 @@ def _has_proc() -> bool:
 
 def process_start(pid: int) -> int | None:
     """The start time of ``pid`` (clock ticks since boot), to tell a reused pid apart."""
-    st = _proc_stat(pid)
-    return st[2] if st else None
+    st = proc_info(pid)
+    return st.start if st else None
 
 
 def pid_alive(pid: int | None, start: int | None) -> bool:
@@ -47,10 +71,10 @@ def pid_alive(pid: int | None, start: int | None) -> bool:
     if not pid:
         return False
     if _has_proc():
-        st = _proc_stat(pid)
-        if st is None or st[0] in ("Z", "X", "x"):
+        st = proc_info(pid)
+        if st is None or not st.live:
             return False
-        return start is None or st[2] == start
+        return start is None or st.start == start
     try:  # no /proc (macOS): existence only
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -64,12 +88,7 @@ def group_alive(pgid: int) -> bool:
     """Whether any live (non-zombie) process is left in process group ``pgid``."""
     if _has_proc():
         # kill(0) would also count zombies that a non-reaping init keeps around.
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                st = _proc_stat(name)
-                if st is not None and st[1] == pgid and st[0] not in ("Z", "X", "x"):
-                    return True
-        return False
+        return any(p.pgid == pgid and p.live for p in all_processes())
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -77,12 +96,6 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def signal_group(pgid: int, sig: int) -> None:
-    """Send ``sig`` to process group ``pgid``, if it is still there."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def python_module_command(

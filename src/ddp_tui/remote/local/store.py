@@ -69,6 +69,12 @@ class LocalJob:
     action: str = ""  # ACTION_CANCEL | ACTION_REQUEUE while the supervisor stops the job
     grace_sec: float = DEFAULT_CANCEL_GRACE_SEC
     restart_count: int = 0
+    #: This start's token, in ``DDP_TUI_LOCAL_JOB`` of every process of the job
+    #: (:mod:`~ddp_tui.remote.local.reaping`).
+    marker: str = ""
+    #: The token of an ended start whose processes could not all be ended yet: whoever
+    #: advances the queue next tries again.
+    leftover: str = ""
 
     @property
     def job_state(self) -> JobState:

@@ -2,10 +2,14 @@
 
 ``python -m ddp_tui.remote.local.supervisor STATE_DIR JOB_ID`` prints the pid of a
 detached supervisor (forked, ``setsid``) and exits at once. The supervisor runs
-``bash job.sbatch`` in a new process group of its own with a Slurm-like environment,
+``bash job.sbatch`` in a new session of its own with a Slurm-like environment,
 waits for it, records the exit code and starts the next pending job, so the queue
-moves on with the app closed. SIGTERM asks it to stop the job: TERM to the job's
-group, KILL after the grace period recorded in the job file. It imports no torch.
+moves on with the app closed. SIGTERM asks it to stop the job: TERM to every process
+of the job, KILL after the grace period recorded in the job file. When ``bash`` exits,
+for any reason, every process of the job still running is ended (TERM, then KILL)
+before the end is recorded: the supervisor is their subreaper, so even processes that
+left the job's session are found (:mod:`~ddp_tui.remote.local.reaping`). It imports no
+torch.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from pathlib import Path
 from typing import NoReturn
 
 from ddp_tui.remote.local.client import LocalScheduler
-from ddp_tui.remote.local.processes import (
-    group_alive,
-    process_start,
-    restore_python_path,
-    signal_group,
+from ddp_tui.remote.local.processes import process_start, restore_python_path
+from ddp_tui.remote.local.reaping import (
+    JOB_MARKER_ENV,
+    JobProcesses,
+    become_subreaper,
+    end_job_processes,
+    stop_job_processes,
 )
 from ddp_tui.remote.local.store import (
     DEFAULT_CANCEL_GRACE_SEC,
@@ -36,12 +42,14 @@ from ddp_tui.remote.local.store import (
 )
 from ddp_tui.remote.states import JobState
 
-_WAIT_TICK = 0.1
+#: The longest a job's leftovers get between TERM and KILL after its script exited.
+_END_GRACE_CAP = 5.0
 _USAGE = "usage: python -m ddp_tui.remote.local.supervisor STATE_DIR JOB_ID"
 
 
 class _Stopper:
-    """A supervisor's reaction to SIGTERM: TERM the job's group, KILL it after the grace.
+    """A supervisor's reaction to SIGTERM: TERM the job's processes, KILL them after the
+    grace.
 
     The work happens in signal handlers (they run in the main thread while it waits
     in ``waitpid``), so a waiting supervisor costs no wake-ups at all.
@@ -49,12 +57,13 @@ class _Stopper:
 
     def __init__(self) -> None:
         self.requested = False
-        self.pgid: int | None = None
+        self.killed = False
+        self.procs: JobProcesses | None = None
         self.job_file: Path | None = None
         self.default_grace = DEFAULT_CANCEL_GRACE_SEC
 
-    def arm(self, pgid: int, job_file: Path, default_grace: float) -> None:
-        self.pgid, self.job_file, self.default_grace = pgid, job_file, default_grace
+    def arm(self, procs: JobProcesses, job_file: Path, default_grace: float) -> None:
+        self.procs, self.job_file, self.default_grace = procs, job_file, default_grace
         if self.requested:  # asked to stop before the job had started
             self._term()
 
@@ -70,12 +79,13 @@ class _Stopper:
             self._term()
 
     def on_alarm(self, signum: int, frame: object) -> None:
-        if self.pgid is not None:
-            signal_group(self.pgid, signal.SIGKILL)
+        if self.procs is not None:
+            self.killed = True
+            stop_job_processes(self.procs, signal.SIGKILL)
 
     def _term(self) -> None:
-        if self.pgid is not None:
-            signal_group(self.pgid, signal.SIGTERM)
+        if self.procs is not None:
+            stop_job_processes(self.procs, signal.SIGTERM)
             signal.setitimer(signal.ITIMER_REAL, max(self.grace(), 0.01))
 
 
@@ -99,6 +109,10 @@ def job_env(job: LocalJob) -> dict[str, str]:
         SLURM_RESTART_COUNT=str(job.restart_count),
         DDP_TUI_SCHEDULER="local",
     )
+    if job.marker:
+        env[JOB_MARKER_ENV] = job.marker
+    else:  # a job file from before markers: at least no other job's marker
+        env.pop(JOB_MARKER_ENV, None)
     return env
 
 
@@ -144,22 +158,36 @@ def supervise(scheduler: LocalScheduler, job_id: str) -> None:
         job.started_at = time.time()
         store.save(job)
 
-    # Block in waitpid; the signal handlers stop the job meanwhile.
-    _STOP.arm(proc.pid, store.job_path(job_id), scheduler.cancel_grace_sec)
-    rc = proc.wait()
+    procs = JobProcesses(
+        marker=job.marker, pgid=proc.pid, pgid_start=job.job_start, root=os.getpid()
+    )
+    _STOP.arm(procs, store.job_path(job_id), scheduler.cancel_grace_sec)
+    rc = _wait_for(proc)
     signal.setitimer(signal.ITIMER_REAL, 0)
-    pgid = proc.pid
-    # Like Slurm at the end of a job: nothing of it may linger.
-    if group_alive(pgid):
-        signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + min(_STOP.grace(), 5.0)
-        while group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(_WAIT_TICK)
-        signal_group(pgid, signal.SIGKILL)
+    # Like Slurm at the end of a job: nothing of it may linger, and the end is recorded
+    # only once nothing does.
+    grace = 0.0 if _STOP.killed else min(_STOP.grace(), _END_GRACE_CAP)
+    clean = end_job_processes(procs, grace, reap=True)
     with store.locked():
         job = store.load(job_id)
         if job is not None and job.supervisor_pid == os.getpid():
+            if not clean:
+                job.leftover = job.marker
             scheduler.record_end(job, rc)
+
+
+def _wait_for(proc: subprocess.Popen[bytes]) -> int:
+    """Block until ``proc`` exits and return its ``returncode``, reaping on the way every
+    orphan of the job that a subreaper inherits (they would stay zombies otherwise)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:  # someone else reaped it: its status is lost
+            proc.returncode = 255
+            return proc.returncode
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode
 
 
 def main(argv: Sequence[str]) -> NoReturn:
@@ -183,6 +211,8 @@ def main(argv: Sequence[str]) -> NoReturn:
         sys.stdout.flush()
         os._exit(0)
     os.setsid()
+    # Orphans of the job become ours, so none escapes its end (see reaping.py).
+    become_subreaper()
     log = os.open(
         supervisor_log_path(state_dir, job_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
     )
