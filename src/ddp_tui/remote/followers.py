@@ -189,7 +189,7 @@ class Follower:
         out, err = attempt_logs(job_id or "none")
         self.out = LogReader(ref.file(out))
         self.err = LogReader(ref.file(err))
-        self.metrics = MetricsReader(ref.file(METRICS_FILE))
+        self.metrics = MetricsReader(ref.file(METRICS_FILE), sample=True)
         self.progress = ProgressReader(ref.file(PROGRESS_FILE))
         self.telemetry = TelemetryReaders(ref, nodes)
         self.accounting: str | None = None

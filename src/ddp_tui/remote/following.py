@@ -3,8 +3,9 @@
 The facade (:class:`~ddp_tui.remote.cluster.Cluster`) decides when to follow (each refresh
 with ``follow=``, and :meth:`Cluster.follow` between refreshes); this holds what a follow
 reads and turns the answers into the :class:`~ddp_tui.remote.views.RunDetail` the open
-run's screen renders: new log lines, every metrics row, progress, the ranks' heartbeats and
-a stall's silent ranks, and the accounting saved once the attempt has ended.
+run's screen renders: new log lines, the newest metrics rows and a bounded plot sample of
+all of them, progress, the ranks' heartbeats and a stall's silent ranks, and the accounting
+saved once the attempt has ended.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ddp_tui.remote.runs import SACCT_FILE, RunInfo, RunRef, RunStore, spec_node
 from ddp_tui.remote.scheduler import Scheduler, SchedulerError
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.view_building import latest_job_id, progress_of
-from ddp_tui.remote.views import RunDetail, RunView
+from ddp_tui.remote.views import DETAIL_METRICS_ROWS, RunDetail, RunView
 
 
 class Following:
@@ -87,7 +88,12 @@ class Following:
             fpass.feed(self.executor.run_batch(Batch(reads=fpass.requests())).reads)
         detail.out_reset = detail.out_reset or f.out.generation != fpass.gens[0]
         detail.err_reset = detail.err_reset or f.err.generation != fpass.gens[1]
-        detail.metrics = list(f.metrics.rows)
+        # The newest rows and a bounded sample of all: what the screen shows costs the same
+        # at 100,000 rows as at 10 (the rows themselves stay here, read once).
+        rows = f.metrics.rows
+        detail.metrics = rows[-DETAIL_METRICS_ROWS:]
+        detail.metrics_total = len(rows)
+        detail.metrics_plot = f.metrics.sample.series() if f.metrics.sample else {}
         detail.progress = progress_of(f.progress.latest)
         detail.heartbeats = heartbeats_of(fpass.heartbeats)
         if info.kind == "train":

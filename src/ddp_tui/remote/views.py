@@ -15,6 +15,7 @@ from ddp_tui.diagnosis.pending import pending_reason
 from ddp_tui.diagnosis.stall import Heartbeat, Stall
 from ddp_tui.preflight_report import PreflightSummary
 from ddp_tui.remote.states import JobState
+from ddp_tui.remote.tail import PlotSeries, plot_sample
 from ddp_tui.remote.verification import Check
 from ddp_tui.spec import ExperimentSpec
 
@@ -128,6 +129,10 @@ class Snapshot:
         return sum(1 for r in self.runs if r.stall is not None)
 
 
+#: The newest metrics rows a :class:`RunDetail` carries: Run detail's table shows these.
+DETAIL_METRICS_ROWS = 500
+
+
 @dataclass
 class RunDetail:
     """New data for the open run since the last call (incremental)."""
@@ -137,7 +142,13 @@ class RunDetail:
     err_lines: list[str] = field(default_factory=list)
     out_reset: bool = False  # the log was truncated/rotated: clear the pane first
     err_reset: bool = False
-    metrics: list[dict[str, float | None]] = field(default_factory=list)  # all rows so far
+    #: The newest metrics rows (at most :data:`DETAIL_METRICS_ROWS`: a screen never
+    #: handles every row of a 100,000-row file).
+    metrics: list[dict[str, float | None]] = field(default_factory=list)
+    #: Rows read so far, of which ``metrics`` are the last.
+    metrics_total: int = 0
+    #: A bounded sample of every row so far, per plotted column (:class:`tail.PlotSample`).
+    metrics_plot: dict[str, PlotSeries] = field(default_factory=dict)
     progress: Progress | None = None
     run_json: dict[str, Any] | None = None
     accounting: str | None = None
@@ -148,3 +159,10 @@ class RunDetail:
     stall: Stall | None = None
     #: The run's resource telemetry (summary and plot series), when it changed.
     resources: ResourceView | None = None
+
+    def __post_init__(self) -> None:
+        # Built from rows alone (a short run, the fake facade): count and plot those.
+        if self.metrics and not self.metrics_total:
+            self.metrics_total = len(self.metrics)
+        if self.metrics and not self.metrics_plot:
+            self.metrics_plot = plot_sample(self.metrics)

@@ -43,8 +43,8 @@ METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
 def metric_cell(column: str, value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    if column in ("epoch", "world_size"):
-        return str(int(value))
+    if column in ("epoch", "world_size") and math.isfinite(value):
+        return str(int(value))  # (int() of an infinite cell in a damaged file would raise)
     if column == "epoch_time_sec":
         # A small script's epochs can be sub-second: m:ss would show them all as 0:00.
         return f"{value:.2f}s" if value < 10 else duration(value)

@@ -3,7 +3,6 @@ verification checklist and accounting, resource telemetry."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -42,6 +41,7 @@ from ddp_tui.tui.screens.base import RUN_ACTION_BINDINGS, BaseScreen
 
 if TYPE_CHECKING:
     from ddp_tui.diagnosis import Evidence
+    from ddp_tui.remote.tail import PlotSeries
     from ddp_tui.remote.views import Check, Progress, RunDetail, RunView, Snapshot
 
 __all__ = ["METRIC_COLUMNS", "DetailScreen", "metric_cell", "progress_text", "summary_text"]
@@ -79,7 +79,12 @@ class DetailScreen(BaseScreen):
         self.run: RunView | None = None
         self.run_json: dict[str, object] | None = None
         self.progress: Progress | None = None
+        #: The metrics rows in the table: the newest (all of a short run).
         self.metrics: list[dict[str, float | None]] = []
+        #: Rows the run has so far; the table shows the last ``len(metrics)``.
+        self.metrics_total = 0
+        #: What the plots draw: a bounded sample of every row, per column.
+        self.metrics_plot: dict[str, PlotSeries] = {}
         self.checks: list[Check] = []
         self.accounting: str | None = None
         self.follow_error: str | None = None
@@ -98,6 +103,7 @@ class DetailScreen(BaseScreen):
             with TabPane("Logs", id="logs"):
                 yield LogPane(id="logpane")
             with TabPane("Metrics", id="metrics"), Vertical():
+                yield Static("", id="metrics-note", markup=False)
                 table: DataTable[str] = DataTable(id="metrics-table", zebra_stripes=True)
                 yield table
                 with Horizontal(id="plots"):
@@ -117,6 +123,7 @@ class DetailScreen(BaseScreen):
         table = self.query_one("#metrics-table", DataTable)
         for key, label in METRIC_COLUMNS:
             table.add_column(label, key=key)
+        self.query_one("#metrics-note", Static).display = False  # until rows are hidden
         self.watch(self.app, "snapshot", self._snapshot_changed, init=True)
         self._follow()
         self._draw_plots()
@@ -183,8 +190,14 @@ class DetailScreen(BaseScreen):
             self.run_json = dict(detail.run_json)
         if detail.progress is not None:
             self.progress = detail.progress
-        if detail.metrics and detail.metrics != self.metrics:
-            self._show_metrics(detail.metrics)
+        # Each comparison is bounded (the newest rows, the plot sample), never the whole file.
+        if detail.metrics_total and (
+            detail.metrics_total != self.metrics_total or detail.metrics != self.metrics
+        ):
+            self._show_metrics(detail.metrics, detail.metrics_total)
+        if detail.metrics_plot and detail.metrics_plot != self.metrics_plot:
+            self.metrics_plot = detail.metrics_plot
+            self._draw_plots()
         if detail.heartbeats:
             self.panel.heartbeats = list(detail.heartbeats)
         self.panel.stall = detail.stall  # each read says whether it is (still) stalled
@@ -299,32 +312,46 @@ class DetailScreen(BaseScreen):
         elif self.run is not None and self.run.state.is_terminal:
             bar.update(total=1, progress=1 if self.run.epochs_done else 0)
 
-    def _show_metrics(self, rows: list[dict[str, float | None]]) -> None:
+    def _show_metrics(self, rows: list[dict[str, float | None]], total: int) -> None:
+        """Show ``rows``, the last of ``total``: new rows are appended and the oldest beyond
+        the window dropped, so the table keeps its place; anything else redraws it."""
         table: DataTable[str] = self.query_one("#metrics-table", DataTable)
-        if len(rows) < len(self.metrics) or rows[: len(self.metrics)] != self.metrics:
+        first = total - len(rows)  # the index of rows[0] in the file
+        old_total = self.metrics_total
+        old_first = old_total - len(self.metrics)
+        # Rows both windows hold must agree (a rewritten file starts the table over).
+        both = max(first, old_first)
+        agree = self.metrics[both - old_first :] == rows[both - first : old_total - first]
+        if not self.metrics or first < old_first or first >= old_total or not agree:
             table.clear()
-            start = 0
+            start, dropped = first, range(0)
         else:
-            start = len(self.metrics)
-        for row in rows[start:]:
-            table.add_row(*(metric_cell(key, row.get(key)) for key, _ in METRIC_COLUMNS))
+            start, dropped = old_total, range(old_first, first)
+        for index in range(start, total):
+            row = rows[index - first]
+            cells = (metric_cell(key, row.get(key)) for key, _ in METRIC_COLUMNS)
+            table.add_row(*cells, key=str(index))
+        for index in dropped:
+            table.remove_row(str(index))
         self.metrics = [dict(row) for row in rows]
-        self._draw_plots()
+        self.metrics_total = total
+        note = self.query_one("#metrics-note", Static)
+        hidden = total - len(rows)
+        note.display = hidden > 0
+        if hidden:
+            note.update(
+                f"The last {len(rows):,} of {total:,} rows; {hidden:,} earlier rows are not "
+                "in the table (the plots draw all of them, sampled)."
+            )
 
     def _draw_plots(self) -> None:
-        rows = self.metrics
-        epochs = sorted({float(e) for r in rows if (e := r.get("epoch")) is not None})
+        sample = self.metrics_plot
 
         def series(column: str) -> tuple[list[float], list[float]]:
-            xs: list[float] = []
-            ys: list[float] = []
-            for r in rows:
-                x, y = r.get("epoch"), r.get(column)
-                if x is not None and y is not None and math.isfinite(y):
-                    xs.append(float(x))
-                    ys.append(float(y))
-            return xs, ys
+            xs, ys = sample.get(column, ((), ()))
+            return list(xs), list(ys)
 
+        epochs = sorted({x for xs, _ in sample.values() for x in xs})
         val_name = self.run.val_metric_name if self.run is not None else "val_acc"
         quality: tuple[str, tuple[tuple[str, str], ...]]
         if val_name == "val_acc" and not series("val_acc")[0]:
