@@ -7,6 +7,11 @@ Standard library only: it is copied into every run as
 ``code/ddp_tui/jobfiles.py`` and imported there by ``ddp_tui.trainer`` and
 ``ddp_tui.scriptrun``, so that the two writers of one contract cannot drift apart
 (docs/architecture.md, "The run directory").
+
+A record that cannot be written (a full, read-only or over-quota disk) is fatal for the job:
+the writers raise :class:`RunWriteError`, whose :meth:`~RunWriteError.message` is the one line
+the job prints (:data:`WRITE_FAILED_PREFIX`, the path, the error, the free space) and the
+diagnosis reads back; the process then exits with :data:`EXIT_WRITE_FAILED`.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final
@@ -32,6 +37,10 @@ TELEMETRY_DEFAULT_SEC: Final = 5
 #: The exit code that asks for a requeue: the trainer's, and a script's (it reads it from
 #: ``DDP_TUI_REQUEUE_EXIT_CODE``).
 EXIT_REQUEUE: Final = 3
+#: The exit code of a job process that could not write a run-directory record.
+EXIT_WRITE_FAILED: Final = 4
+#: How the one line about such a failure starts (:meth:`RunWriteError.message`).
+WRITE_FAILED_PREFIX: Final = "[ddp-tui] cannot write "
 
 #: ``metrics.csv``'s columns, in order; a writer may add its own after them.
 METRICS_COLUMNS: Final = (
@@ -85,12 +94,89 @@ def json_objects(lines: Iterable[str]) -> list[dict[str, Any]]:
     return out
 
 
+def byte_size(count: int) -> str:
+    """``0 B``, ``512 B``, ``12.0 KiB``, ``3.4 GiB``: a size in the units ``df -h`` uses."""
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def free_space(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(bytes free to this user, filesystem size) of the filesystem holding ``path`` (or,
+    where it does not exist, its nearest existing parent); None where it cannot be asked."""
+    where = Path(path)
+    for candidate in (where, *where.parents):
+        try:
+            st = os.statvfs(candidate)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            return None
+        return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    return None
+
+
+class RunWriteError(OSError):
+    """A run-directory record could not be written: fatal for the job that writes it.
+
+    An ``OSError`` (same ``errno``, ``strerror``, ``filename``), so that code which already
+    goes past a failed write (heartbeats, the sampler) keeps doing so; ``free`` is the
+    filesystem's (free, size) in bytes, asked when the write failed.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], cause: BaseException) -> None:
+        errno = getattr(cause, "errno", None)
+        strerror = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
+        super().__init__(errno, strerror, str(path))
+        self.path = str(path)
+        self.free = free_space(path)
+
+    def message(self) -> str:
+        """The one line a job prints: the path, the error, and the free space there."""
+        error = f"[Errno {self.errno}] {self.strerror}" if self.errno else str(self.strerror)
+        if self.free is None:
+            room = "free space unknown"
+        else:
+            room = f"{byte_size(self.free[0])} free of {byte_size(self.free[1])} on its filesystem"
+        return f"{WRITE_FAILED_PREFIX}{self.path}: {error}; {room}"
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """``exc`` if it is an ``OSError``, else the first one it was raised from or during
+    (``torch.save`` answers a full disk with a ``RuntimeError`` raised while handling one)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OSError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn an ``OSError`` raised inside into a :class:`RunWriteError` naming ``path``."""
+    try:
+        yield
+    except RunWriteError:
+        raise
+    except OSError as exc:
+        raise RunWriteError(path, exc) from exc
+
+
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Replace ``path`` with ``data`` in one rename, so a reader never sees half a file."""
+    """Replace ``path`` with ``data`` in one rename, so a reader never sees half a file.
+
+    Raises :class:`RunWriteError` when it cannot."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, path)
+        with writing(path):
+            tmp.write_text(json.dumps(data, indent=2) + "\n")
+            os.replace(tmp, path)
     except BaseException:
         # A full disk must not leave a half-written temporary file behind.
         with contextlib.suppress(OSError):
@@ -143,12 +229,16 @@ def write_requeue_request(run_dir: Path, reason: str, **where: Any) -> None:
     """Ask the job script to requeue the job (it does so only after its own pre-timeout
     signal): ``reason`` and where the run stopped (``epoch``, ``step``)."""
     record = {"reason": reason, "time": time.time(), **where}
-    (run_dir / REQUEUE_FILE).write_text(json.dumps(record) + "\n")
+    path = run_dir / REQUEUE_FILE
+    with writing(path):
+        path.write_text(json.dumps(record) + "\n")
 
 
 def clear_requeue_request(run_dir: Path) -> None:
     """A (re)started attempt removes the previous attempt's request."""
-    (run_dir / REQUEUE_FILE).unlink(missing_ok=True)
+    path = run_dir / REQUEUE_FILE
+    with writing(path):
+        path.unlink(missing_ok=True)
 
 
 def telemetry_file(node: int) -> str:

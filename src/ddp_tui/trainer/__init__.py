@@ -11,12 +11,12 @@ This package module imports only the stdlib-only ``ddp_tui.jobfiles``, so that
 ``-m ddp_tui.trainer.preflight`` and the argument parser start without paying for torch.
 """
 
-from ddp_tui.jobfiles import EXIT_REQUEUE
+from ddp_tui.jobfiles import EXIT_REQUEUE, EXIT_WRITE_FAILED
 
 # Exit codes shared by the trainer and preflight (see the run-directory contract); the
-# requeue code is a script's too.
+# requeue and write-failed codes are a script's wrapper's too.
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_REQUEUE", "EXIT_USAGE"]
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_REQUEUE", "EXIT_USAGE", "EXIT_WRITE_FAILED"]

@@ -1,15 +1,18 @@
 """``python -m ddp_tui.trainer`` / ``ddp-train``: exit 0 done, 1 failed, 2 bad arguments,
-3 stopped by SIGUSR2/SIGTERM after a checkpoint (requeue wanted)."""
+3 stopped by SIGUSR2/SIGTERM after a checkpoint (requeue wanted), 4 a run-directory record
+could not be written (a full or read-only disk)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 
-from . import EXIT_FAILURE, EXIT_USAGE
+from ddp_tui.jobfiles import RunWriteError
+
+from . import EXIT_FAILURE, EXIT_USAGE, EXIT_WRITE_FAILED
 from .args import parse_args
 from .errors import RendezvousError, UsageError
-from .exit import run_process
+from .exit import run_process, say
 from .signals import StopSignal
 
 PROG = "ddp-train"
@@ -47,6 +50,11 @@ def train_main(argv: Sequence[str]) -> int:
     except RendezvousError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILURE
+    except RunWriteError as exc:
+        # Fatal and final: no retry. This rank ends now; its peers, waiting for it in their
+        # next collective, fail when its sockets close, and the launcher ends what is left.
+        say(exc.message())
+        return EXIT_WRITE_FAILED
 
 
 if __name__ == "__main__":

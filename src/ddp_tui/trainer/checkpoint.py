@@ -7,12 +7,15 @@ every rank's partial epoch sums, so that a resumed run continues exactly where i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from ddp_tui.jobfiles import RunWriteError, os_error_in
 
 FORMAT_VERSION = 1
 
@@ -26,17 +29,27 @@ def save_atomic(state: dict[str, Any], path: Path) -> None:
     """Write to a temporary file in the same directory, fsync, then rename over ``path``.
 
     A reader (or a resumed run) therefore sees the old checkpoint or the new one, never half.
+    A write that fails (a full or read-only disk) removes the temporary file, leaves the old
+    checkpoint as it was, and raises :class:`RunWriteError` naming ``path``.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("wb") as fh:
             torch.save(state, fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except Exception as exc:
+        # torch.save answers ENOSPC with a RuntimeError ("unexpected pos") raised while
+        # handling the OSError: the OSError is the cause to report.
+        cause = os_error_in(exc)
+        if cause is None:
+            raise
+        raise RunWriteError(path, cause) from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     try:
         dir_fd = os.open(path.parent, os.O_RDONLY)
     except OSError:

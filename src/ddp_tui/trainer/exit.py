@@ -21,6 +21,12 @@ script, ``python -m ddp_tui.trainer.preflight``) runs its main through :func:`ru
    children, logging), flushes ``sys.stdout`` and ``sys.stderr``, and calls ``os._exit``, which
    skips interpreter teardown and C++ static destructors: where gloo aborts.
 
+Neither step may hang or be skipped when the job's log cannot be written (its disk is full):
+what goes to stderr on the way out is best effort, and the data-loader workers, which ignore
+SIGTERM (``data._quiet_worker``), are killed before the atexit handlers, whose
+``multiprocessing`` clean-up would otherwise terminate them with that SIGTERM and wait for
+them forever. That wait held a failed rank, and with it the job, RUNNING long after the failure.
+
 Main must therefore have written, flushed and closed every file before it returns (metrics.csv,
 progress.jsonl, run.json, checkpoints); the ranks' final barrier makes sure no rank is still
 talking to a peer that ends. Code that calls a main in-process (tests) passes an argv list and
@@ -55,8 +61,20 @@ def exit_code(exc: SystemExit) -> int:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)  # sys.exit("message"): Python prints it and exits 1
+    say(str(code))  # sys.exit("message"): Python prints it and exits 1
     return EXIT_FAILURE
+
+
+def say(text: str) -> None:
+    """One line to stderr, best effort: a full disk under the job's log must not turn the
+    way out into a second failure."""
+    with contextlib.suppress(Exception):
+        print(text, file=sys.stderr, flush=True)
+
+
+def _print_traceback() -> None:
+    with contextlib.suppress(Exception):  # see say()
+        traceback.print_exc()
 
 
 def run_process(main: Callable[[], int]) -> NoReturn:
@@ -68,10 +86,10 @@ def run_process(main: Callable[[], int]) -> NoReturn:
     except SystemExit as exc:
         code = exit_code(exc)
     except KeyboardInterrupt:
-        traceback.print_exc()
+        _print_traceback()
         code = 128 + signal.SIGINT
     except BaseException:  # a real failure: the traceback, then a non-zero exit
-        traceback.print_exc()
+        _print_traceback()
         code = EXIT_FAILURE
     end_process(code)
 
@@ -82,10 +100,25 @@ def end_process(code: int) -> NoReturn:
     The atexit handlers are Python's own clean-up (persistent data-loader workers shut down,
     ``multiprocessing`` children joined, logging flushed); what ``os._exit`` skips is the rest of
     a normal exit: interpreter teardown and C++ static destructors, where gloo aborts.
+    Daemonic ``multiprocessing`` children (data-loader workers) are killed first: see above.
     """
+    _kill_daemonic_children()
     atexit._run_exitfuncs()  # prints, and goes past, a handler's exception
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             with contextlib.suppress(Exception):
                 stream.flush()
     os._exit(code)
+
+
+def _kill_daemonic_children() -> None:
+    """SIGKILL this process's daemonic ``multiprocessing`` children, and reap them."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return
+    with contextlib.suppress(Exception):  # on the way out: nothing here may stop the exit
+        children = [p for p in mp.active_children() if p.daemon]
+        for child in children:
+            child.kill()
+        for child in children:
+            child.join(timeout=5)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ddp_tui.jobfiles import METRICS_COLUMNS, csv_cell
+from ddp_tui.jobfiles import METRICS_COLUMNS, csv_cell, writing
 
 COLUMNS = METRICS_COLUMNS
 
@@ -59,7 +59,8 @@ def device_peak_flops(device: torch.device, override_tflops: float | None) -> fl
 
 
 class MetricsCsv:
-    """``metrics.csv``: one row per epoch, appended and flushed by rank 0."""
+    """``metrics.csv``: one row per epoch, appended and flushed by rank 0. A failed write
+    raises :class:`~ddp_tui.jobfiles.RunWriteError`."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -89,24 +90,31 @@ class MetricsCsv:
                 seen.add(row["epoch"])
                 writer.writerow(row)
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(buf.getvalue())
-        os.replace(tmp, self.path)
+        try:
+            with writing(self.path):
+                tmp.write_text(buf.getvalue())
+                os.replace(tmp, self.path)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
 
     def append(self, row: Mapping[str, Any]) -> None:
         """Append one epoch's row and flush it to disk."""
         line = ",".join(csv_cell(row.get(col)) for col in COLUMNS) + "\n"
-        with self.path.open("a") as fh:
+        with writing(self.path), self.path.open("a") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
 
 
 class ProgressLog:
-    """``progress.jsonl``: rank 0's progress every few steps."""
+    """``progress.jsonl``: rank 0's progress every few steps. A failed write raises
+    :class:`~ddp_tui.jobfiles.RunWriteError`."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh = path.open("a")
+        with writing(path):
+            self._fh = path.open("a")
 
     def write(self, epoch: int, step: int, steps_per_epoch: int, loss: float, rate: float) -> None:
         record = {
@@ -117,11 +125,13 @@ class ProgressLog:
             "loss": loss,
             "samples_per_sec": rate,
         }
-        self._fh.write(json.dumps(record) + "\n")
-        self._fh.flush()
+        with writing(self.path):
+            self._fh.write(json.dumps(record) + "\n")
+            self._fh.flush()
 
     def close(self) -> None:
-        self._fh.close()
+        with writing(self.path):
+            self._fh.close()
 
 
 class CpuUtilisation:

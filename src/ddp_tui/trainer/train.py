@@ -8,6 +8,7 @@ parts that stand alone already live in the sibling modules it imports.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -20,6 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+
+from ddp_tui.jobfiles import RunWriteError
 
 from . import EXIT_OK, EXIT_REQUEUE
 from .args import BUILTIN_MODELS, TrainConfig
@@ -340,16 +343,25 @@ class Trainer:
         try:
             code = self._epochs(epochs_done, step)
         except BaseException as exc:
-            if self.run_info is not None:
-                self.run_info.update(
-                    state="failed", error=f"{type(exc).__name__}: {exc}", finished_at=utc_now()
-                )
-            raise
-        finally:
             self.gpu.stop()
-            if self.progress is not None:
-                self.progress.close()
+            self._record_failure(exc)
+            raise
+        self.gpu.stop()
+        if self.progress is not None:
+            self.progress.close()
         return code
+
+    def _record_failure(self, exc: BaseException) -> None:
+        """Rank 0: run.json says failed, and why, where the disk still lets it."""
+        error = exc.message() if isinstance(exc, RunWriteError) else f"{type(exc).__name__}: {exc}"
+        # The failure itself may be a full disk: these writes are best effort, and the
+        # exception being raised is the one to report.
+        if self.progress is not None:
+            with contextlib.suppress(OSError):
+                self.progress.close()
+        if self.run_info is not None:
+            with contextlib.suppress(OSError):
+                self.run_info.update(state="failed", error=error, finished_at=utc_now())
 
     def _epochs(self, first_epoch: int, first_step: int) -> int:
         cfg = self.cfg
