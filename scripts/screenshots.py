@@ -148,6 +148,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ddp-tui-shots-") as tmp:
         root = Path(tmp)
         os.environ["XDG_STATE_HOME"] = str(root / "state")
+        (root / "none.toml").write_text("")  # no profiles: the built-in one
         os.environ["DDP_TUI_CONFIG"] = str(root / "none.toml")
         _sweep(root)
         asyncio.run(_shoot(root, out))

@@ -23,7 +23,9 @@ def _isolated_user_dirs(
 ) -> Iterator[None]:
     """No test reads the developer's ~/.config/ddp-tui or writes their local job state."""
     home = tmp_path_factory.mktemp("xdg")
-    monkeypatch.setenv("DDP_TUI_CONFIG", str(home / "config.toml"))
+    config = home / "config.toml"
+    config.write_text("")  # no profiles: the built-in one (a missing file would be an error)
+    monkeypatch.setenv("DDP_TUI_CONFIG", str(config))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
     yield
 

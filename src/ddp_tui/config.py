@@ -15,10 +15,12 @@ this machine, with Slurm when ``sbatch`` is found and the embedded scheduler oth
     account = "proj123"
     time_limit = "02:00:00"
     scheduler = "slurm"              # auto | slurm | local
-    poll_interval_sec = 5            # at least 2: admins throttle fast squeue pollers
+    poll_interval_sec = 5            # 2 to 3600; below 2 counts as 2: admins throttle fast pollers
     stall_after_min = 10             # a running job quiet this long is "stalled"; 0: never
     cancel_stalled = false           # true: cancel a stalled job instead of only marking it
     check_python = true              # before a submit: does the job's python have torch?
+    local_state_dir = "~/.ddp-state" # the local scheduler's job files (default: under
+                                     # $XDG_STATE_HOME, else ~/.local/state)
 
     [profiles.mycluster.nccl_env]
     NCCL_SOCKET_IFNAME = "ib0"
@@ -51,12 +53,15 @@ __all__ = [
     "Profile",
     "config_path",
     "default_spec",
+    "dir_problem",
     "get_profile",
     "load_profiles",
 ]
 
 SCHEDULERS: Final = ("auto", "slurm", "local")
 MIN_POLL_INTERVAL_SEC: Final = 2.0
+#: An hour: a slower refresh is a screen that looks frozen, not a setting.
+MAX_POLL_INTERVAL_SEC: Final = 3600.0
 BUILTIN_PROFILE: Final = "local"
 _PROFILE_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -103,6 +108,9 @@ class Profile:
     # Before a submit, the job's python is checked for torch and torchvision once per
     # interpreter (remote/prequeue.py); false: the user knows better, never check.
     check_python: bool = True
+    # The local scheduler's state directory (job files, its lock); None: the default
+    # under $XDG_STATE_HOME. A key of its own, so that an unwritable HOME can be avoided.
+    local_state_dir: str | None = None
 
     def __post_init__(self) -> None:
         # Admins throttle users who poll squeue faster than every few seconds.
@@ -123,11 +131,18 @@ class Profile:
         return self.stall_after_min * 60.0
 
 
-def config_path() -> Path:
-    """Where the config file is read from (it need not exist)."""
+def _explicit_path() -> Path | None:
+    """The file ``$DDP_TUI_CONFIG`` names, if it names one."""
     explicit = os.environ.get("DDP_TUI_CONFIG")
-    if explicit:
-        return Path(explicit).expanduser()
+    return Path(explicit).expanduser() if explicit else None
+
+
+def config_path() -> Path:
+    """Where the config file is read from (it need not exist, unless ``$DDP_TUI_CONFIG``
+    names it)."""
+    explicit = _explicit_path()
+    if explicit is not None:
+        return explicit
     xdg = os.environ.get("XDG_CONFIG_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".config"
     return base / "ddp-tui" / "config.toml"
@@ -183,6 +198,37 @@ def _opt_str(v: object) -> str | None:
     return _str(v)
 
 
+def _path(v: object) -> str:
+    if not isinstance(v, str) or not v or "\0" in v:
+        raise TypeError("must be a path (a non-empty string)")
+    return v
+
+
+def _local_path(v: object) -> str:
+    # This machine's path: "~" is this user's home, now.
+    return os.path.expanduser(_path(v))
+
+
+def dir_problem(path: str | Path) -> str | None:
+    """Why ``path`` can be neither used as a directory nor created as one; None if it can."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            return None
+        if p.exists() or p.is_symlink():
+            return f"{p} exists and is not a directory"
+        parent = p.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            return f"{p} cannot be created: {parent} is not a directory"
+    except OSError as e:  # a symlink loop, a path too long, no permission to look
+        return f"{p} cannot be used: {e.strerror or e}"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{p} cannot be created: {parent} is not writable"
+    return None
+
+
 def _str_list(v: object) -> tuple[str, ...]:
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
         raise TypeError('must be a list of strings, e.g. ["module load pytorch"]')
@@ -195,9 +241,17 @@ def _env(v: object) -> tuple[tuple[str, str], ...]:
     return tuple((str(k), str(x)) for k, x in v.items())
 
 
-def _number(v: object) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise TypeError(f"must be a number of seconds (at least {MIN_POLL_INTERVAL_SEC:g})")
+def _seconds(v: object) -> float:
+    # TOML has nan and inf: inf would mean the app never refreshes again.
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, int | float)
+        or not (math.isfinite(v) and 0 < v <= MAX_POLL_INTERVAL_SEC)
+    ):
+        raise TypeError(
+            f"must be a number of seconds, more than 0 and at most {MAX_POLL_INTERVAL_SEC:g}"
+            f" (below {MIN_POLL_INTERVAL_SEC:g} counts as {MIN_POLL_INTERVAL_SEC:g})"
+        )
     return float(v)
 
 
@@ -240,7 +294,7 @@ def _device(v: object) -> str | None:
 
 _FIELDS: Final[dict[str, Callable[[object], Any]]] = {
     "host": _opt_str,
-    "runs_root": _str,
+    "runs_root": _path,
     "python": _str,
     "env_setup": _str_list,
     "nccl_env": _env,
@@ -252,13 +306,16 @@ _FIELDS: Final[dict[str, Callable[[object], Any]]] = {
     "cpus_per_task": _opt_pos_int,
     "mem": _str,
     "device": _device,
-    "poll_interval_sec": _number,
+    "poll_interval_sec": _seconds,
     "local_max_concurrent": _pos_int,
     "scheduler": _scheduler,
     "stall_after_min": _minutes,
     "cancel_stalled": _bool,
     "check_python": _bool,
+    "local_state_dir": _local_path,
 }
+#: Directories on this machine that a profile without a host must be able to use.
+_LOCAL_DIRS: Final = ("runs_root", "local_state_dir")
 #: Profile fields that become spec fields; checked with the spec's own validation.
 _SPEC_FIELDS: Final = (
     "python",
@@ -303,6 +360,18 @@ def _parse_profile(name: str, table: Mapping[str, Any], path: Path, text: str) -
                 line=_key_line(text, tname, key),
             ) from None
     profile = Profile(name=name, **values)
+    for key in _LOCAL_DIRS:
+        value = values.get(key)
+        problem = (
+            dir_problem(os.path.expanduser(value)) if value and not profile.is_remote else None
+        )
+        if problem:
+            raise ConfigError(
+                path,
+                f"must be a directory, or one that can be created: {problem}",
+                key=f"{tname}.{key}",
+                line=_key_line(text, tname, key),
+            )
     # Profile values end up in job scripts: hold them to the spec's rules now, not at submit.
     problems = [e for e in validate(default_spec(profile)) if e.field in _SPEC_FIELDS]
     if problems:
@@ -328,6 +397,12 @@ def _load(path: Path) -> tuple[dict[str, Profile], str | None]:
     try:
         raw_bytes = path.read_bytes()
     except FileNotFoundError:
+        if path == _explicit_path():
+            raise ConfigError(
+                path,
+                "DDP_TUI_CONFIG names this file, which does not exist"
+                " (create it, or unset DDP_TUI_CONFIG for the default config file)",
+            ) from None
         return builtin, None
     except OSError as e:
         raise ConfigError(path, f"cannot read: {e.strerror or e}") from None

@@ -82,6 +82,7 @@ def test_a_wrong_choice_is_named_by_the_spec_not_by_argparse(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Values stay text for spec_from_form: its error names the field and lists the choices.
+    (tmp_path / "none.toml").write_text("")  # no profiles: the built-in one
     monkeypatch.setenv("DDP_TUI_CONFIG", str(tmp_path / "none.toml"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     rc = main(["--scheduler", "local", "--runs-root", str(tmp_path), "submit", "--dry-run",

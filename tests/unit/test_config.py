@@ -51,6 +51,7 @@ poll_interval_sec = 0.5
 @pytest.fixture
 def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "config.toml"
+    path.write_text("")  # no profiles yet; the test writes what it needs
     monkeypatch.setenv("DDP_TUI_CONFIG", str(path))
     return path
 
@@ -68,7 +69,11 @@ def test_path_prefers_env_then_xdg_then_home(
     assert config_path() == tmp_path / "elsewhere.toml"
 
 
-def test_no_file_means_the_builtin_local_profile(cfg: Path) -> None:
+def test_no_file_means_the_builtin_local_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DDP_TUI_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "empty"))
     assert load_profiles() == {BUILTIN_PROFILE: Profile()}
     profile = get_profile()
     assert profile.host is None and profile.scheduler == "auto"
@@ -156,6 +161,14 @@ def test_default_spec_takes_the_profile_defaults(cfg: Path) -> None:
         ),
         ("[profiles.a]\nstall_after_min = nan\n", 2, "profiles.a.stall_after_min", "minutes"),
         ("[profiles.a]\ncancel_stalled = 1\n", 2, "profiles.a.cancel_stalled", "true or false"),
+        # inf would mean the app never refreshes again; nan is no time at all.
+        ("[profiles.a]\npoll_interval_sec = inf\n", 2, "profiles.a.poll_interval_sec", "at most"),
+        ("[profiles.a]\npoll_interval_sec = nan\n", 2, "profiles.a.poll_interval_sec", "seconds"),
+        ("[profiles.a]\npoll_interval_sec = 0\n", 2, "profiles.a.poll_interval_sec", "more than 0"),
+        ("[profiles.a]\npoll_interval_sec = 3601\n", 2, "profiles.a.poll_interval_sec", "3600"),
+        ("[profiles.a]\nstall_after_min = inf\n", 2, "profiles.a.stall_after_min", "minutes"),
+        ("[profiles.a]\nruns_root = ''\n", 2, "profiles.a.runs_root", "non-empty"),
+        ("[profiles.a]\nlocal_state_dir = 3\n", 2, "profiles.a.local_state_dir", "a path"),
     ],
 )
 def test_errors_name_file_line_key_and_what_is_allowed(
@@ -206,3 +219,59 @@ def test_the_stall_settings_are_read(cfg: Path) -> None:
     assert (a.stall_after_min, a.stall_after_sec, a.cancel_stalled) == (2.5, 150.0, True)
     off = get_profile("off")
     assert (off.stall_after_min, off.stall_after_sec, off.cancel_stalled) == (0.0, 0.0, False)
+
+
+def test_a_runs_root_that_is_a_regular_file_is_refused_naming_key_and_path(
+    cfg: Path, tmp_path: Path
+) -> None:
+    a_file = tmp_path / "runs"
+    a_file.write_text("not a directory")
+    cfg.write_text(f"[profiles.a]\nscheduler = 'local'\nruns_root = '{a_file}'\n")
+    with pytest.raises(ConfigError) as err:
+        load_profiles()
+    assert (err.value.key, err.value.line) == ("profiles.a.runs_root", 3)
+    assert f"{a_file} exists and is not a directory" in err.value.message
+    # Beneath a file, it cannot be created either.
+    cfg.write_text(f"[profiles.a]\nruns_root = '{a_file}/sub'\n")
+    with pytest.raises(ConfigError, match=f"cannot be created: {a_file} is not a directory"):
+        load_profiles()
+
+
+def test_a_runs_root_that_can_be_created_or_is_remote_is_accepted(
+    cfg: Path, tmp_path: Path
+) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    cfg.write_text(
+        f"[profiles.new]\nruns_root = '{tmp_path}/not/yet/there'\n"
+        f"[profiles.remote]\nhost = 'h'\nruns_root = '{a_file}'\n"  # a path over there
+    )
+    profiles = load_profiles()
+    assert profiles["new"].runs_root == f"{tmp_path}/not/yet/there"
+    assert not (tmp_path / "not").exists()  # reading the config creates nothing
+    assert profiles["remote"].runs_root == str(a_file)
+
+
+def test_a_config_variable_naming_a_missing_file_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "typo.toml"
+    monkeypatch.setenv("DDP_TUI_CONFIG", str(missing))
+    with pytest.raises(ConfigError) as err:
+        get_profile()
+    assert err.value.path == missing
+    assert str(err.value).startswith(f"{missing}: DDP_TUI_CONFIG names this file")
+
+
+def test_the_local_state_directory_is_a_setting(
+    cfg: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg.write_text("[profiles.a]\nlocal_state_dir = '~/state'\n")
+    assert get_profile("a").local_state_dir == str(tmp_path / "state")
+    assert get_profile("local").local_state_dir is None  # the default under XDG_STATE_HOME
+    (tmp_path / "state").write_text("")
+    with pytest.raises(ConfigError) as err:
+        get_profile("a")
+    assert err.value.key == "profiles.a.local_state_dir"
+    assert "is not a directory" in err.value.message

@@ -89,7 +89,9 @@ def connect(
             )
         from ddp_tui.remote.local import LocalScheduler
 
-        scheduler = LocalScheduler(local_state_dir, max_running=profile.local_max_concurrent)
+        scheduler = LocalScheduler(
+            local_state_dir or profile.local_state_dir, max_running=profile.local_max_concurrent
+        )
         location = "local scheduler"
     root = runs_root or profile.runs_root
     return Connection(executor, scheduler, RunStore(executor, executor.expand_home(root)), location)

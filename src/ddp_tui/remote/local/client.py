@@ -39,6 +39,7 @@ from ddp_tui.remote.local.store import (
     DEFAULT_MAX_RUNNING,
     JobStore,
     LocalJob,
+    StateDirUnusable,
     default_state_dir,
 )
 from ddp_tui.remote.scheduler import JobStatus, PartitionInfo, Scheduler, SchedulerError
@@ -90,10 +91,13 @@ class LocalScheduler(Scheduler):
         self._gpus: int | None = None
         if _save_settings:
             # Supervisors read these when they advance the queue with the app closed.
-            with self.store.locked():
-                settings = {"max_running": max_running, "cancel_grace_sec": cancel_grace_sec}
-                if self.store.read_settings() != settings:
-                    self.store.write_settings(settings)
+            settings = {"max_running": max_running, "cancel_grace_sec": cancel_grace_sec}
+            try:
+                with self.store.locked():
+                    if self.store.read_settings() != settings:
+                        self.store.write_settings(settings)
+            except OSError as e:  # a full or read-only state directory
+                raise StateDirUnusable(self.state_dir, e) from None
 
     @classmethod
     def from_state_dir(cls, state_dir: str | Path) -> LocalScheduler:

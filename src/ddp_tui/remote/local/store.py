@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ddp_tui.remote.scheduler import SchedulerError
 from ddp_tui.remote.states import JobState
 
 DEFAULT_MAX_RUNNING = 1
@@ -89,6 +90,18 @@ class LocalJob:
         return cls(**{k: v for k, v in doc.items() if k in names})
 
 
+class StateDirUnusable(SchedulerError):
+    """The state directory cannot be created or written: names it and the key that moves it."""
+
+    def __init__(self, state_dir: Path, error: OSError) -> None:
+        where = error.filename or state_dir
+        super().__init__(
+            f"the local scheduler's state directory {state_dir} cannot be used"
+            f" ({where}: {error.strerror or error}); set local_state_dir in the profile"
+            " (or XDG_STATE_HOME) to a writable directory"
+        )
+
+
 def read_grace(job_file: Path, default: float) -> float:
     """The cancel grace recorded in a job file, read without the lock.
 
@@ -108,8 +121,16 @@ class JobStore:
         self.state_dir = state_dir
         self.jobs_dir = state_dir / "jobs"
         self._cache: dict[str, tuple[tuple[int, int, int], LocalJob]] = {}
-        for d in (state_dir, self.jobs_dir, state_dir / _LOGS):
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            for d in (state_dir, self.jobs_dir, state_dir / _LOGS):
+                d.mkdir(mode=0o700, parents=True, exist_ok=True)
+                # Existing but read-only (a read-only HOME, a full mount's remount) fails
+                # here, not halfway through recording a job.
+                if not os.access(d, os.W_OK | os.X_OK):
+                    raise PermissionError(13, "not writable", str(d))
+            os.close(os.open(state_dir / "lock", os.O_RDWR | os.O_CREAT, 0o600))
+        except OSError as e:
+            raise StateDirUnusable(state_dir, e) from None
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
