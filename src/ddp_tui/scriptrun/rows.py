@@ -7,6 +7,7 @@ time is the wrapper's own clock between two epochs' lines, so it is measured on 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from ddp_tui.jobfiles import csv_cell
+from ddp_tui.jobfiles import csv_cell, writing
 
 from .columns import COLUMNS
 from .records import EpochRecord, StepRecord
@@ -159,21 +160,27 @@ class MetricsFile:
         return buf.getvalue()
 
     def _append(self, row: dict[str, str]) -> None:
-        with self.path.open("a") as fh:
+        with writing(self.path), self.path.open("a") as fh:
             fh.write(self._line(row))
             fh.flush()
             os.fsync(fh.fileno())
 
     def _rewrite(self) -> None:
+        """Replace the file in one rename; a failed write (RunWriteError) leaves it as it was."""
         text = self._line({c: c for c in self.header}) + "".join(
             self._line(self.rows[e]) for e in sorted(self.rows)
         )
         tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        with tmp.open("w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with writing(self.path):
+                with tmp.open("w") as fh:
+                    fh.write(text)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.path)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
 
 
 class ProgressFile:
@@ -208,10 +215,11 @@ class ProgressFile:
         record, self._pending = self._pending, None
         self._written = now
         line = json.dumps(self._line(record)) + "\n"
-        if self._fh is None:
-            self._fh = self.path.open("a")
-        self._fh.write(line)
-        self._fh.flush()
+        with writing(self.path):
+            if self._fh is None:
+                self._fh = self.path.open("a")
+            self._fh.write(line)
+            self._fh.flush()
 
     def _line(self, r: StepRecord) -> dict[str, object]:
         epoch = self.numbering.shift(r.epoch) if r.epoch is not None else self.current_epoch()
@@ -229,5 +237,6 @@ class ProgressFile:
 
     def close(self) -> None:
         if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+            fh, self._fh = self._fh, None
+            with writing(self.path):
+                fh.close()

@@ -14,6 +14,7 @@ from ddp_tui.jobfiles import (
     clear_requeue_request,
     utc_now,
     write_requeue_request,
+    writing,
 )
 
 RANKS_FILE = "ranks.jsonl"
@@ -32,11 +33,13 @@ def append_rank_line(run_dir: Path, rank: int, local_rank: int, job_id: str | No
             "time": time.time(),
         }
     )
-    fd = os.open(run_dir / RANKS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
+    path = run_dir / RANKS_FILE
+    with writing(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
 
 
 def rank_hosts(run_dir: Path, job_id: str | None) -> list[str]:

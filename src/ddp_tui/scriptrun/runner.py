@@ -5,6 +5,12 @@ become the script (``os.execv``: no wrapper left, no overhead). Rank 0 runs the 
 child, forwards the pre-emption and interrupt signals to it, copies its stdout (and, when the
 metrics source reads tqdm bars, its stderr) byte for byte, parses them into the run directory's
 files, and exits with the child's status.
+
+A record the wrapper cannot write (``metrics.csv``, ``progress.jsonl``, ``run.json``,
+``ranks.jsonl``: a full, read-only or over-quota disk) ends the job, as it ends the trainer: one
+line on stderr names the file, the error and the free space there, the script is stopped
+(SIGTERM, then SIGKILL after :data:`WRITE_FAILED_GRACE_SEC`), and the wrapper exits with
+``EXIT_WRITE_FAILED``, on which the launcher ends the other ranks.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from ddp_tui.jobfiles import RunRecord
+from ddp_tui.jobfiles import EXIT_WRITE_FAILED, RunRecord, RunWriteError
 
 from .columns import EXIT_REQUEUE
 from .csvsource import CsvSource
@@ -44,10 +51,15 @@ from .runinfo import (
 )
 from .stream import BarParser, StdoutParser
 
+if TYPE_CHECKING:
+    import subprocess
+
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 _READ_SIZE = 1 << 16  # larger reads cost more (fresh pages) than they save
 _PIPE_SIZE = 1 << 20  # fewer, larger reads at high output rates (Linux only; best effort)
 _TICK_SEC = 1.0  # CSV polls and throttled progress lines
+#: How long a script stopped for a failed write may take to end on SIGTERM before SIGKILL.
+WRITE_FAILED_GRACE_SEC = 10.0
 # Sources that read tqdm bars, which tqdm (and Hugging Face) draw on stderr by default.
 _BAR_SOURCES = ("auto", "tqdm")
 # The child's pipe fd -> (our fd it is copied to, its parser, the name a parsing bug reports).
@@ -171,7 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(BOOT_DIR), env.get("PYTHONPATH"))))
         env[ENV_FLAG] = "1"
     os.chdir(opts.cwd)
-    append_rank_line(opts.run_dir, rank, local_rank, job_id)
+    try:
+        append_rank_line(opts.run_dir, rank, local_rank, job_id)
+    except RunWriteError as exc:
+        _say(exc.message())
+        return EXIT_WRITE_FAILED
     argv = [sys.executable, *opts.command]
     if rank != 0:
         sys.stdout.flush()
@@ -341,6 +357,8 @@ class Rank0:
             return
         try:
             work()
+        except RunWriteError:
+            raise  # not a parsing bug: the job cannot record what it does (run())
         except Exception as exc:  # reported once, then parsing stops
             self.parse_failed = True
             sys.stderr.write(f"[ddp-tui] metrics parsing stopped ({step}): {exc!r}\n")
@@ -383,7 +401,11 @@ class Rank0:
         import subprocess  # only rank 0 needs it
 
         self._install_signals()
-        self._open_outputs()
+        try:
+            self._open_outputs()
+        except RunWriteError as exc:
+            _say(exc.message())
+            return EXIT_WRITE_FAILED
         sys.stdout.flush()
         stderr = subprocess.PIPE if self.bars is not None else None  # else inherited
         proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=stderr, bufsize=0)
@@ -404,16 +426,60 @@ class Rank0:
         streams: _Streams = {proc.stdout.fileno(): (1, self._feed, "stdout")}
         if proc.stderr is not None:
             streams[proc.stderr.fileno()] = (2, self._feed_bars, "stderr")
-        self._pump(streams)
+        try:
+            self._pump(streams)
+        except RunWriteError as exc:
+            return self._write_failed(exc, proc, streams)
         proc.stdout.close()
         if proc.stderr is not None:
             proc.stderr.close()
         code = proc.wait()
-        self._guarded("end", self._finish_parsing)
-        self._observe()
-        self.progress.tick(float("inf"))
-        self.progress.close()
-        return self._finish(code)
+        try:
+            self._guarded("end", self._finish_parsing)
+            self._observe()
+            self.progress.tick(float("inf"))
+            self.progress.close()
+            return self._finish(code)
+        except RunWriteError as exc:
+            return self._write_failed(exc, proc, {})
+
+    def _write_failed(
+        self, exc: RunWriteError, proc: subprocess.Popen[bytes], streams: _Streams
+    ) -> int:
+        """A record could not be written: say so, stop the script, and end the job.
+
+        The script is not left to run on with nothing recorded, and nothing is retried: a
+        full disk stays full. Its output is still copied (not parsed) until it has ended, so
+        that it never blocks on a full pipe while it stops.
+        """
+        import threading
+
+        _say(exc.message())
+        self.parse_failed = True  # the pump now only copies
+        self.observations = None
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            killer = threading.Timer(WRITE_FAILED_GRACE_SEC, _kill, (proc,))
+            killer.daemon = True
+            killer.start()
+            try:
+                self._pump(streams)
+                proc.wait()
+            finally:
+                killer.cancel()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        proc.wait()
+        # Best effort: the disk that refused a write may refuse this one too.
+        with contextlib.suppress(OSError):
+            self.info.update(
+                state="failed", error=exc.message(), exit_code=EXIT_WRITE_FAILED,
+                finished_at=utc_now(),
+            )  # fmt: skip
+        return EXIT_WRITE_FAILED
 
     def _pump(self, streams: _Streams) -> None:
         """Copy and parse the child's pipes until both are at EOF: all the child (and any
@@ -461,6 +527,18 @@ class Rank0:
             )
         self.info.update(**end)
         return status
+
+
+def _say(text: str) -> None:
+    """One line to stderr, best effort (it may be on the disk that is full)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        proc.kill()
 
 
 def _signal_name(signum: int) -> str:
