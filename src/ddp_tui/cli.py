@@ -427,6 +427,8 @@ def _fmt(x: float | None, spec: str = ".4g") -> str:
 
 
 def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
+    from ddp_tui.text import strict_json
+
     snap = cluster.refresh()
     if snap.error:
         print(f"ddp-tui: warning: {snap.error}", file=sys.stderr)
@@ -435,7 +437,10 @@ def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
             {
                 "run_id": v.run_id,
                 "job_id": v.job_id,
-                "state": v.state.value,
+                # DAMAGED for a damaged run directory; job_state is always the job's own.
+                "state": v.state_label.removesuffix(" *"),
+                "job_state": v.state.value,
+                "damage": [d.to_dict() for d in v.damage],
                 "nodes": v.spec.nodes,
                 "gpus_per_node": v.spec.gpus_per_node,
                 "epochs_done": v.epochs_done,
@@ -452,7 +457,7 @@ def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
             }
             for v in snap.runs
         ]
-        print(json.dumps(rows, indent=2))
+        print(strict_json(rows))
         return 0
     print("RUN\tJOB\tSTATE\tSIZE\tEPOCH\tLOSS\tVAL\tSAMPLES/S\tREASON")
     for v in snap.runs:
@@ -465,6 +470,8 @@ def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
     for v in snap.runs:
         if v.note:  # the "*" of the STATE column, spelled out
             print(f"* {v.run_id}: {v.note}")
+        for damage in v.damage:  # DAMAGED, spelled out
+            print(f"! {v.run_id}: {damage}")
     return 0
 
 
@@ -513,6 +520,8 @@ def _cmd_why(cluster: Cluster, args: argparse.Namespace) -> int:
     head = f"{view.run_id} (job {view.job_id or '-'}): {view.state.value}"
     if view.exit_code:
         head += f", exit {view.exit_code}"
+    if view.damage:
+        return _why_damaged(args, view, head)
     if view.state.is_active:
         doc: dict[str, object] = {"run_id": view.run_id, "state": view.state.value}
         lines = [head]
@@ -542,8 +551,28 @@ def _cmd_why(cluster: Cluster, args: argparse.Namespace) -> int:
     return 1 if diagnosis.needs_fix else 0
 
 
+def _why_damaged(args: argparse.Namespace, view: RunView, head: str) -> int:
+    """A damaged run directory: what is wrong, file by file (exit 1: something to fix)."""
+    doc: dict[str, object] = {
+        "run_id": view.run_id,
+        "state": view.state_label,
+        "job_state": view.state.value,
+        "damage": [d.to_dict() for d in view.damage],
+    }
+    lines = [
+        f"{head}; the run directory is DAMAGED",
+        *(f"  {d}" for d in view.damage),
+        f"what to do: ddp-tui did not write these as they are; restore them in {view.run_dir} "
+        "from a copy, or remove that directory. Other runs are not affected.",
+    ]
+    _print_why(args, doc, lines)
+    return 1
+
+
 def _print_why(args: argparse.Namespace, doc: dict[str, object], lines: list[str]) -> None:
-    print(json.dumps(doc, indent=2) if args.json else "\n".join(lines))
+    from ddp_tui.text import strict_json
+
+    print(strict_json(doc) if args.json else "\n".join(lines))
 
 
 def _cmd_resources(cluster: Cluster, args: argparse.Namespace) -> int:

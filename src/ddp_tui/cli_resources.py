@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 
 from ddp_tui.resources import (
     RESOURCE_TABLE_HEADER,
@@ -18,6 +17,7 @@ from ddp_tui.resources import (
     empty_reason,
     resources_table,
 )
+from ddp_tui.text import strict_json
 
 #: Columns of RESOURCE_TABLE_HEADER that hold text (left-aligned); the rest are numbers.
 _TEXT_COLUMNS = 3
@@ -52,7 +52,7 @@ def resources_text(
     reason = empty_reason(telemetry_sec=telemetry_sec, state=state, summary=summary)
     if fmt == "json":
         doc = {"run_id": run_id, "state": state, "empty_reason": reason}
-        return json.dumps({**doc, **dataclasses.asdict(summary)}, indent=2) + "\n"
+        return strict_json({**doc, **dataclasses.asdict(summary)}) + "\n"
     rows = resources_table(summary)
     if fmt == "csv":
         out = io.StringIO()

@@ -1,6 +1,28 @@
-"""Text as a terminal shows it: helpers for log lines, shared by the app and the CLI."""
+"""Text as a terminal shows it: helpers for log lines, shared by the app and the CLI; and
+strict JSON text, as every ``--json`` prints it."""
 
 from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+
+def strict_json(value: Any, *, indent: int | None = 2) -> str:
+    """``value`` as strict JSON text: NaN and infinities (a diverged loss, a tampered
+    file) become null, which every JSON parser reads; Python's default writes ``NaN``."""
+    return json.dumps(_finite(value), indent=indent, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def collapse_carriage_returns(line: str) -> str:

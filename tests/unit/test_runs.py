@@ -264,10 +264,10 @@ def test_list_runs_is_one_batch_of_reads_when_nothing_was_rewritten(
         store.append_job(store.create_run(SPEC, f"r{i}", "#!/bin/bash\n"), {"job_id": str(i)})
     assert len(store.list_runs()) == 5
     # The listing (with the reads of known runs: none yet), then spec.json + jobs.jsonl of
-    # each new run in one batch.
-    assert calls == [0, 10]
+    # each new run and a stat of its directory (a file in its place is damage), in one batch.
+    assert calls == [0, 15]
     store.list_runs()
-    assert calls == [0, 10, 5]  # then one batch: the listing and only the jobs files
+    assert calls == [0, 15, 5]  # then one batch: the listing and only the jobs files
 
 
 # --------------------------------------------------------------------------- snapshots

@@ -24,7 +24,7 @@ from ddp_tui.remote.diagnosing import (
     stall_note,
 )
 from ddp_tui.remote.executor import Batch, Executor, ExecutorError, ReadResult
-from ddp_tui.remote.followers import FollowPass, TelemetryCache
+from ddp_tui.remote.followers import FollowPass, MetricsCache, TelemetryCache
 from ddp_tui.remote.following import Following
 from ddp_tui.remote.history import LOST_GRACE_SEC
 from ddp_tui.remote.plan import (
@@ -116,6 +116,8 @@ class Cluster:
         self.following = Following(executor, scheduler, store, self.states, self.table)
         #: Runs' telemetry kept read for Compare and `resources` (new bytes only, each call).
         self.telemetry = TelemetryCache(executor)
+        #: The compared group's metrics rows, kept read (new rows only, each compare).
+        self.compare_metrics = MetricsCache(executor)
         self._connection = "ok"
         self._infos: list[RunInfo] = []
         self._listed = False
@@ -538,13 +540,14 @@ class Cluster:
         ref, preflight = info.ref, info.kind == "preflight"
         spec = spec_of(info)
         script = not preflight and spec.entry == "script"
-        ckpt = None if preflight or script else self.executor.stat(ref.file(CHECKPOINT_FILE))
         files = RunFiles(
             run_json=self.store.read_run_json(ref),
             preflight=self.store.read_json(ref, PREFLIGHT_FILE) if preflight else None,
             metrics=() if preflight else self.store.read_metrics(ref),
-            checkpoint_bytes=ckpt.size if ckpt else None,
-            accounting_saved=self.executor.stat(ref.file(SACCT_FILE)) is not None,
+            checkpoint_bytes=None
+            if preflight or script
+            else self.store.file_size(ref, CHECKPOINT_FILE),
+            accounting_saved=self.store.file_size(ref, SACCT_FILE) is not None,
             script_checkpoints=self._listing(ref.file(CHECKPOINTS_DIR)) if script else None,
         )
         return verify_run(spec, info.kind, job_id, status, files)
@@ -571,13 +574,15 @@ class Cluster:
         from ddp_tui.remote.comparison import load_group  # pandas, only when comparing
         from ddp_tui.results import scaling_table
 
-        return scaling_table(load_group(self.store, group, self.telemetry))
+        return scaling_table(load_group(self.store, group, self.telemetry, self.compare_metrics))
 
     def export_comparison(self, group: str) -> list[str]:
         """Write the group's comparison (Markdown and CSV) next to the runs; their paths."""
         from ddp_tui.remote.comparison import export_comparison
 
-        return export_comparison(self.store, group, telemetry=self.telemetry)
+        return export_comparison(
+            self.store, group, telemetry=self.telemetry, metrics=self.compare_metrics
+        )
 
     def close(self) -> None:
         self.executor.close()

@@ -101,11 +101,14 @@ class FileRead:
 
 @dataclass(frozen=True)
 class ReadResult:
-    """What a :class:`FileRead` found; ``stat`` is None when the file does not exist."""
+    """What a :class:`FileRead` found; ``stat`` is None when the file does not exist, or
+    when it could not be read: then ``error`` says why (permission denied, a symlink loop),
+    so that one unreadable file of one run never fails the batch of every run."""
 
     request: FileRead
     data: bytes
     stat: FileStat | None = None
+    error: str = ""
 
 
 @dataclass
@@ -197,7 +200,11 @@ class Executor(ABC):
         results = [self.run(argv, timeout=timeout) for argv in batch.commands]
         reads: list[ReadResult] = []
         for req in batch.reads:
-            st = self.stat(req.path)
+            try:
+                st = self.stat(req.path)
+            except OSError as exc:  # a symlink loop, a directory that cannot be searched
+                reads.append(ReadResult(req, b"", None, exc.strerror or str(exc)))
+                continue
             offset = req.offset if st is None or req.offset >= 0 else max(0, st.size + req.offset)
             if st is None or st.is_dir or offset >= st.size or req.max_bytes == 0:
                 # Nothing new: a stat is far cheaper than an open (refresh polls many files).
@@ -207,6 +214,9 @@ class Executor(ABC):
                 data = self.read_range(req.path, offset, req.max_bytes)
             except FileNotFoundError:
                 reads.append(ReadResult(req, b"", None))
+                continue
+            except OSError as exc:  # permission denied: this file, not the whole batch
+                reads.append(ReadResult(req, b"", None, exc.strerror or str(exc)))
                 continue
             reads.append(ReadResult(req, data, st))
         return BatchResult(results, reads)

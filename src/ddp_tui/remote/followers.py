@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from ddp_tui.jobfiles import telemetry_file
 from ddp_tui.remote.executor import Batch, Executor, FileRead, ReadResult
+from ddp_tui.remote.run_damage import check_run_json
 from ddp_tui.remote.runs import (
     METRICS_FILE,
     PREFLIGHT_FILE,
@@ -22,7 +23,14 @@ from ddp_tui.remote.runs import (
     RunRef,
     attempt_logs,
 )
-from ddp_tui.remote.tail import JsonLinesReader, LogReader, MetricsReader, ProgressReader
+from ddp_tui.remote.tail import (
+    IncrementalFile,
+    JsonLinesReader,
+    LogReader,
+    MetricsReader,
+    MetricsRow,
+    ProgressReader,
+)
 from ddp_tui.remote.views import RunDetail
 from ddp_tui.resources import ResourceAccumulator, ResourceView
 
@@ -167,18 +175,57 @@ class TelemetryCache:
         self._runs[ref.run_id] = readers  # now the most recently used
         while len(self._runs) > TELEMETRY_RUNS_KEPT:
             del self._runs[next(iter(self._runs))]
-        pending: list[_TelemetryFile] = list(readers.files)
-        for _ in range(_CATCH_UP_ROUNDS):
-            if not pending:
-                break
-            results = self.executor.run_batch(Batch(reads=[f.request() for f in pending])).reads
-            behind = []
-            for f, res in zip(pending, results, strict=True):
-                f.read_new(res)
-                if f.needs_reread or (res.stat is not None and res.stat.size > f.file.offset):
-                    behind.append(f)
-            pending = behind
+        catch_up(self.executor, readers.files)
         return readers
+
+
+class _Catching(Feedable, Protocol):
+    @property
+    def file(self) -> IncrementalFile: ...
+
+
+def catch_up(executor: Executor, readers: Sequence[_Catching]) -> None:
+    """Read ``readers`` to their files' ends, all of them in each batch, at most
+    :data:`_CATCH_UP_ROUNDS` batches (a reader restarted meanwhile reads again)."""
+    pending = list(readers)
+    for _ in range(_CATCH_UP_ROUNDS):
+        if not pending:
+            break
+        results = executor.run_batch(Batch(reads=[r.request() for r in pending])).reads
+        behind = []
+        for reader, res in zip(pending, results, strict=True):
+            before = reader.file.offset
+            reader.read_new(res)
+            # Behind: restarted, or it moved (or was reset) and there is more; a directory in
+            # the file's place, or an unreadable file, moves nothing: no use asking 64 times.
+            moved = reader.file.offset != before
+            if reader.needs_reread or (
+                moved and res.stat is not None and res.stat.size > reader.file.offset
+            ):
+                behind.append(reader)
+        pending = behind
+
+
+class MetricsCache:
+    """Runs' ``metrics.csv`` rows, kept read between calls: Compare recomputes as a group's
+    runs progress, so each call reads only the bytes appended since the last one (a run read
+    the first time is read whole, 4 MiB a batch, every run of the call in each batch) and
+    parses only the new rows. Only the runs of the latest call are kept: memory is one
+    group's rows, whichever groups were compared before."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self._runs: dict[str, MetricsReader] = {}
+
+    def rows(self, refs: Sequence[RunRef]) -> dict[str, list[MetricsRow]]:
+        """Every row of each run's ``metrics.csv``, by run id (none before it exists)."""
+        readers = {
+            ref.run_id: self._runs.get(ref.run_id) or MetricsReader(ref.file(METRICS_FILE))
+            for ref in refs
+        }
+        self._runs = readers
+        catch_up(self.executor, list(readers.values()))
+        return {run_id: reader.rows for run_id, reader in readers.items()}
 
 
 class Follower:
@@ -232,7 +279,9 @@ class FollowPass:
             elif reader is f.err:
                 d.err_lines += new
         if len(reads) > n:
-            d.run_json = json_or_none(reads[n]) or d.run_json
+            doc = json_or_none(reads[n])
+            # Run detail shows what run.json holds of the right type (see run_damage).
+            d.run_json = check_run_json(doc)[0] if doc is not None else d.run_json
         if self._round == 0:
             self.heartbeats = list(reads[n + 1 :])
         self._round += 1

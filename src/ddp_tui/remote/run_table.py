@@ -15,7 +15,15 @@ from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.diagnosis.stall import STALL_AFTER_SEC
 from ddp_tui.remote.attempt_states import AttemptStates
 from ddp_tui.remote.diagnosing import Activity, DiagnosisReads, diagnose
+from ddp_tui.remote.executor import FileRead, ReadResult
 from ddp_tui.remote.followers import Feedable, TableReaders
+from ddp_tui.remote.run_damage import (
+    Damage,
+    check_progress,
+    check_run_json,
+    load_object,
+    read_problem,
+)
 from ddp_tui.remote.runs import RunInfo
 from ddp_tui.remote.scheduler import JobStatus
 from ddp_tui.remote.states import JobState
@@ -27,6 +35,35 @@ from ddp_tui.spec import ExperimentSpec
 #: batches; the rest wait for the next refresh, so a first table of thousands of old runs
 #: does not wait for their logs.
 DIAGNOSES_PER_REFRESH = 50
+
+
+class _Watched:
+    """A table reader whose results are checked on the way in: a file that cannot be read
+    (a directory in its place, permission denied, a symlink loop) or, for a JSON object
+    file, is not one, is named in ``problems`` (file name -> problem) until it is right."""
+
+    def __init__(self, reader: Feedable, problems: dict[str, str]) -> None:
+        self.reader = reader
+        self.problems = problems
+        self.name = reader.request().path.rsplit("/", 1)[-1]
+        self.whole_json = self.name.endswith(".json")
+
+    @property
+    def needs_reread(self) -> bool:
+        return self.reader.needs_reread
+
+    def request(self) -> FileRead:
+        return self.reader.request()
+
+    def read_new(self, result: ReadResult) -> Any:
+        problem = read_problem(result)
+        if problem is None and self.whole_json and result.data:
+            problem = load_object(result.data)[1]
+        if problem is None:
+            self.problems.pop(self.name, None)
+        else:
+            self.problems[self.name] = problem
+        return self.reader.read_new(result)
 
 
 class RunTable:
@@ -53,6 +90,9 @@ class RunTable:
         self._diagnosing: dict[str, DiagnosisReads] = {}
         self._stored: dict[int, Diagnosis | None] = {}  # id(end record) -> its diagnosis
         self._activity: dict[str, Activity] = {}
+        # run id -> its table readers, checked, and what they found wrong (by file name)
+        self._watched: dict[str, list[Feedable]] = {}
+        self._problems: dict[str, dict[str, str]] = {}
 
     def requests(self, infos: Sequence[RunInfo]) -> list[Feedable]:
         """Reads for the table: the files of runs not yet known to be finished, and one
@@ -64,6 +104,8 @@ class RunTable:
             t = self._readers.get(info.run_id)
             if t is None:
                 t = self._readers[info.run_id] = TableReaders(info.ref, info.kind)
+                problems = self._problems[info.run_id] = {}
+                self._watched[info.run_id] = [_Watched(r, problems) for r in t.readers()]
             final = self.states.end_of(info)
             if final is not None:
                 self._activity.pop(info.run_id, None)
@@ -87,7 +129,7 @@ class RunTable:
                 t.read_after_end = final.job_id  # this read catches the last rows
             else:
                 out += self._activity_reads(info)
-            out += t.readers()
+            out += self._watched[info.run_id]
         return out
 
     def _wants_diagnosis(self, info: RunInfo, final: JobStatus) -> bool:
@@ -180,6 +222,7 @@ class RunTable:
             # No heartbeats read here (the followed run's are): name no ranks.
             act.stall(self.clock(), self.stall_after_sec, None) if act is not None else None
         )
+        problems = self._problems.get(info.run_id, {})
         key = (
             len(info.jobs),
             status,
@@ -189,6 +232,8 @@ class RunTable:
             id(t.preflight) if t else 0,
             id(diagnosis),
             stall,
+            info.damage,
+            tuple(problems.items()),
         )
         cached = self._rows.get(info.run_id)
         if cached is not None and cached[0] == key:
@@ -201,8 +246,23 @@ class RunTable:
             progress=t.progress.latest if t else None,
             run_json=t.run_json if t else None,
             preflight=t.preflight if t else None,
+            damage=self._file_damage(t, problems, status),
         )
         if diagnosis is not None or stall is not None:
             view = replace(view, diagnosis=diagnosis, stall=stall)
         self._rows[info.run_id] = (key, view)
         return view
+
+    @staticmethod
+    def _file_damage(
+        t: TableReaders | None, problems: Mapping[str, str], status: JobStatus | None
+    ) -> tuple[Damage, ...]:
+        """What the table files of a run hold that cannot be right: files that cannot be
+        read, run.json's wrong fields, and (while it runs) the latest progress line's."""
+        out = [Damage(name, problem) for name, problem in problems.items()]
+        if t is not None and t.run_json is not None:
+            out += [Damage("run.json", p) for p in check_run_json(t.run_json)[1]]
+        latest = t.progress.latest if t is not None else None
+        if latest is not None and status is not None and status.state.is_active:
+            out += [Damage("progress.jsonl", p) for p in check_progress(latest)[1]]
+        return tuple(out)

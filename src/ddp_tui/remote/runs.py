@@ -7,6 +7,7 @@ and a laptop over SSH. The layout is the contract in docs/architecture.md ("The 
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import time
@@ -27,9 +28,20 @@ from ddp_tui.remote.executor import (
     ReadResult,
     walk_files,
 )
-from ddp_tui.remote.history import split_job_lines
+from ddp_tui.remote.history import has_unanswered_intent, split_job_lines
+from ddp_tui.remote.run_damage import (
+    RUN_DIRECTORY,
+    Damage,
+    check_run_json,
+    clean_job_line,
+    load_object,
+    read_problem,
+    spec_json_of,
+)
 from ddp_tui.remote.snapshot import SnapshotManifest
+from ddp_tui.remote.space import MARGIN_BYTES, require_room
 from ddp_tui.remote.tail import IncrementalFile, MetricsRow, parse_metrics_csv
+from ddp_tui.spec.vocabulary import MAX_NODES
 
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sbatch"
@@ -114,6 +126,12 @@ class RunInfo:
     spec_json: Mapping[str, Any]
     jobs: tuple[Mapping[str, Any], ...]
     ends: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Whether ``jobs.jsonl`` holds a submit's intent that no attempt line answers yet: a
+    #: submitter died, or is still at it (:mod:`ddp_tui.remote.run_jobs`).
+    unanswered_intent: bool = False
+    #: What is wrong with the run directory as listed (its spec.json, its jobs.jsonl, the
+    #: directory itself): a damaged run is still listed, and shows as DAMAGED.
+    damage: tuple[Damage, ...] = ()
 
     @property
     def run_id(self) -> str:
@@ -166,6 +184,13 @@ class _Cached:
     jobs: list[dict[str, Any]]
     generation: int
     info: RunInfo | None = None  # rebuilt only when jobs change
+    #: What is wrong with the directory or its spec.json (read again at every listing,
+    #: so that a run put right joins the table as it is).
+    damage: tuple[Damage, ...] = ()
+    #: What is wrong with jobs.jsonl: the file itself, then its lines, by line number.
+    jobs_problem: str | None = None
+    line_problems: list[Damage] = field(default_factory=list)
+    lines_read: int = 0
 
 
 def package_dir() -> Path:
@@ -233,6 +258,9 @@ class RunStore:
                 raise RunExists(f"the run directory {final} exists already")
         else:
             run_id, final = self._free_run_id(name)
+        code_bytes = sum(_size(p) for p, _ in self.code_files())
+        needed = code_bytes + (snapshot.total_bytes if snapshot else 0) + MARGIN_BYTES
+        require_room(self.executor, self.root, needed, what="a new run")
         tmp = _join(self.root, f".{run_id}.tmp")
         try:
             self.executor.makedirs(tmp)
@@ -259,8 +287,14 @@ class RunStore:
                     _join(tmp, SNAPSHOT_FILE), (json.dumps(record, indent=2) + "\n").encode()
                 )
             self.executor.rename(tmp, final)
-        except BaseException:
+        except BaseException as exc:
             self.executor.remove_tree(tmp)
+            if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+                # A read-only or full runs root: say where and why, not a traceback.
+                raise RunStoreError(
+                    f"cannot write a new run under {self.root}: {exc.strerror or exc}; "
+                    "nothing was submitted"
+                ) from exc
             raise
         self.last_upload = upload
         return RunRef(run_id, final)
@@ -320,10 +354,17 @@ class RunStore:
     def append_job(self, run: RunRef, record: Mapping[str, Any]) -> None:
         """Add one record (a submission attempt, or an attempt's end) to ``jobs.jsonl``.
 
-        One line in one append: a reader sees the whole record or nothing of it.
+        One line in one append: a reader sees the whole record or nothing of it. A last
+        line left torn (a writer killed mid-line, a full disk) is ended first, so the record
+        never lands glued to it: readers skip the torn line and keep this one.
         """
+        path = run.file(JOBS_FILE)
         line = json.dumps(dict(record), separators=(",", ":")) + "\n"
-        self.executor.append(run.file(JOBS_FILE), line.encode())
+        st = self.executor.stat(path)
+        if st is not None and st.size > 0 and not st.is_dir:
+            if self.executor.read_range(path, st.size - 1, 1) != b"\n":
+                line = "\n" + line
+        self.executor.append(path, line.encode())
 
     # -- list ---------------------------------------------------------------
 
@@ -368,24 +409,27 @@ class RunStore:
         present = set(names)
         for gone in set(self._cache) - present:
             del self._cache[gone]
-        again = [n for n in again if n in present]
+        damaged = [n for n in names if n in self._cache and self._cache[n].damage]
+        again = [n for n in again if n in present and n not in damaged]
         new = [n for n in names if n not in self._cache]
         if max_new is not None and len(new) > max_new:
             new = new[len(new) - max_new :]  # names sort by creation time: newest last
         self.unread = sum(1 for n in names if n not in self._cache) - len(new)
+        new += damaged  # always listed, whatever the budget: never a silent disappearance
         if new:
-            # spec.json and jobs.jsonl of each new run, in one batch.
+            # spec.json and jobs.jsonl of each new run, and a stat of its directory, in one
+            # batch.
+            k = len(new)
             readers = [IncrementalFile(_join(self.root, n, JOBS_FILE)) for n in new]
             batch = Batch(reads=[FileRead(_join(self.root, n, SPEC_FILE)) for n in new])
             batch.reads += [r.request() for r in readers]
+            batch.reads += [FileRead(_join(self.root, n), 0, 0) for n in new]
             answers = self.executor.run_batch(batch).reads
             for i, (n, reader) in enumerate(zip(new, readers, strict=True)):
-                spec_res = answers[i]
-                doc = _load_json(spec_res.data) if spec_res.stat is not None else None
-                if doc is None:
-                    continue  # not a run directory (or not readable): look again next time
+                doc, damage = _listed_spec(answers[i], answers[2 * k + i])
                 self._cache[n] = cached = _Cached(doc, reader, [], reader.generation)
-                if self._feed_jobs(cached, answers[len(new) + i]):
+                cached.damage = damage
+                if self._feed_jobs(cached, answers[k + i]):
                     again.append(n)
         if again:
             # New runs' jobs.jsonl, and restarted readers: one more batch.
@@ -399,18 +443,34 @@ class RunStore:
                 continue
             if c.info is None:
                 attempts, ends = split_job_lines(c.jobs)
-                c.info = RunInfo(RunRef(n, _join(self.root, n)), c.spec_json, tuple(attempts), ends)
+                c.info = RunInfo(
+                    RunRef(n, _join(self.root, n)),
+                    c.spec_json,
+                    tuple(attempts),
+                    ends,
+                    unanswered_intent=has_unanswered_intent(c.jobs),
+                    damage=_run_damage(c),
+                )
             out.append(c.info)
         return out
 
     @staticmethod
     def _feed_jobs(cached: _Cached, res: ReadResult) -> bool:
+        # Where the directory itself is damaged, its jobs.jsonl has nothing more to say.
+        lost = any(d.file == RUN_DIRECTORY for d in cached.damage)
+        problem = None if lost else read_problem(res, missing_ok=False)
+        if problem != cached.jobs_problem:
+            cached.jobs_problem = problem
+            cached.info = None
         lines = cached.jobs_reader.read_new(res)
         if cached.jobs_reader.generation != cached.generation:
             cached.generation = cached.jobs_reader.generation
             cached.jobs = []
+            cached.line_problems = []
+            cached.lines_read = 0
             cached.info = None
-        new = json_objects(lines)
+        new = _job_records(lines, cached.lines_read, cached.line_problems)
+        cached.lines_read += len(lines)
         if new:
             cached.jobs.extend(new)
             cached.info = None
@@ -419,42 +479,45 @@ class RunStore:
     # -- read ---------------------------------------------------------------
 
     def read_spec(self, run: RunRef) -> dict[str, Any]:
-        """The whole ``spec.json`` (``spec``, ``group``, ``created_at``, ...)."""
-        try:
-            doc = _load_json(self.executor.read_range(run.file(SPEC_FILE)))
-        except FileNotFoundError as exc:
-            raise RunStoreError(f"{run.run_id}: no {SPEC_FILE}") from exc
-        if doc is None:
-            raise RunStoreError(f"{run.run_id}: {SPEC_FILE} is not a JSON object")
+        """The usable part of ``spec.json`` (``spec``, ``group``, ``created_at``, ...):
+        fields of the wrong type or range are left out (see :mod:`run_damage`)."""
+        doc, problems = spec_json_of(self._read(run.file(SPEC_FILE)))
+        if not doc and problems:
+            raise RunStoreError(f"{run.run_id}: {SPEC_FILE} {problems[0]}")
         return doc
 
     def read_jobs(self, run: RunRef) -> list[dict[str, Any]]:
-        """Every record in ``jobs.jsonl`` (attempts and ends); malformed lines are skipped."""
-        try:
-            data = self.executor.read_range(run.file(JOBS_FILE))
-        except FileNotFoundError:
-            return []
-        return json_objects(data.decode("utf-8", "replace").split("\n"))
+        """Every record in ``jobs.jsonl`` (attempts and ends); malformed lines, and records
+        that mean nothing without their wrong fields, are skipped."""
+        res = self._read(run.file(JOBS_FILE))
+        return _job_records(res.data.decode("utf-8", "replace").split("\n"), 0, [])
 
     def read_run_json(self, run: RunRef) -> dict[str, Any] | None:
-        """The trainer's ``run.json``, or None before it exists."""
-        return self.read_json(run, RUN_JSON)
+        """The trainer's ``run.json`` without its wrong fields, or None before it exists
+        (or where it cannot be read)."""
+        doc = self.read_json(run, RUN_JSON)
+        return check_run_json(doc)[0] if doc is not None else None
 
     def read_json(self, run: RunRef, name: str) -> dict[str, Any] | None:
         """A JSON object file of the run (``run.json``, ``preflight.json``), or None before
-        it exists."""
-        try:
-            return _load_json(self.executor.read_range(run.file(name)))
-        except FileNotFoundError:
-            return None
+        it exists, or where it is not one (a directory, unreadable, not JSON)."""
+        return load_object(self._read(run.file(name)).data)[0]
 
     def read_metrics(self, run: RunRef) -> list[MetricsRow]:
-        """Every complete row of ``metrics.csv`` (none before it exists)."""
-        try:
-            data = self.executor.read_range(run.file(METRICS_FILE))
-        except FileNotFoundError:
-            return []
-        return parse_metrics_csv(data.decode("utf-8", "replace"))
+        """Every complete row of ``metrics.csv`` (none before it exists, or where it cannot
+        be read)."""
+        return parse_metrics_csv(self._read(run.file(METRICS_FILE)).data.decode("utf-8", "replace"))
+
+    def file_size(self, run: RunRef, name: str) -> int | None:
+        """The size of a file of the run; None where there is no such file (absent, a
+        directory in its place, a symlink loop, unreadable): a stat that never raises."""
+        res = self.executor.run_batch(Batch(reads=[FileRead(run.file(name), 0, 0)])).reads[0]
+        return res.stat.size if res.stat is not None and not res.stat.is_dir else None
+
+    def _read(self, path: str) -> ReadResult:
+        """The whole file, as one batch read: a file that cannot be read (a directory, a
+        symlink loop, permission denied) comes back empty with its ``error``, not raised."""
+        return self.executor.run_batch(Batch(reads=[FileRead(path)])).reads[0]
 
     def read_script(self, run: RunRef) -> str:
         return self.executor.read_range(run.file(SCRIPT_FILE)).decode("utf-8", "replace")
@@ -466,16 +529,50 @@ class RunStore:
         return path
 
 
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 def spec_nodes(spec: Mapping[str, Any]) -> int:
     """The spec's node count (1 where it says none, or nonsense): how many telemetry files
-    a run may have."""
+    a run may have. A count beyond the spec's limit is nonsense too (a tampered spec.json
+    must not make a reader open 10**12 files)."""
     nodes = spec.get("nodes")
-    return nodes if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 0 else 1
+    if isinstance(nodes, int) and not isinstance(nodes, bool) and 0 < nodes <= MAX_NODES:
+        return nodes
+    return 1
 
 
-def _load_json(data: bytes) -> dict[str, Any] | None:
-    try:
-        obj = json.loads(data.decode("utf-8", "replace"))
-    except ValueError:
-        return None
-    return obj if isinstance(obj, dict) else None
+def _listed_spec(
+    spec: ReadResult, directory: ReadResult
+) -> tuple[dict[str, Any], tuple[Damage, ...]]:
+    """A listed run's spec.json (its usable part) and what is wrong with the run as listed:
+    the directory itself, or its spec.json."""
+    if directory.error:
+        return {}, (Damage(RUN_DIRECTORY, f"cannot be read ({directory.error})"),)
+    if directory.stat is not None and not directory.stat.is_dir:
+        return {}, (Damage(RUN_DIRECTORY, "is a file, not a directory"),)
+    doc, problems = spec_json_of(spec)
+    return doc, tuple(Damage(SPEC_FILE, p) for p in problems)
+
+
+def _job_records(lines: Sequence[str], first: int, problems: list[Damage]) -> list[dict[str, Any]]:
+    """The usable records of ``jobs.jsonl`` lines (line ``first + 1`` onwards); each line
+    with wrong fields adds its problem to ``problems``. Broken lines are skipped in silence:
+    a writer killed mid-line leaves one, and that is no damage."""
+    out: list[dict[str, Any]] = []
+    for i, line in enumerate(lines, start=first + 1):
+        for rec in json_objects([line]):
+            clean, wrong = clean_job_line(rec)
+            problems.extend(Damage(JOBS_FILE, f"line {i}: {w}") for w in wrong)
+            if clean is not None:
+                out.append(clean)
+    return out
+
+
+def _run_damage(cached: _Cached) -> tuple[Damage, ...]:
+    jobs = () if cached.jobs_problem is None else (Damage(JOBS_FILE, cached.jobs_problem),)
+    return (*cached.damage, *jobs, *cached.line_problems)

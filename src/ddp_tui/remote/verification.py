@@ -10,11 +10,13 @@ still failed is reported as exactly that.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ddp_tui.preflight_report import PreflightSummary, summarize
+from ddp_tui.remote.run_damage import finite_epoch
 from ddp_tui.remote.scheduler import JobStatus
 from ddp_tui.remote.states import JobState
 from ddp_tui.spec import ExperimentSpec
@@ -55,7 +57,8 @@ def verify_run(
     if kind == "preflight":
         checks += preflight_checks(spec, state, summarize(files.preflight))
     else:
-        epochs = [int(e) for r in files.metrics if (e := r.get("epoch")) is not None]
+        # An epoch of NaN or inf is no epoch: it counts as a gap, never as a traceback.
+        epochs = [finite_epoch(r.get("epoch")) for r in files.metrics if r.get("epoch") is not None]
         checks += training_checks(spec, state, files.run_json, epochs)
         checks += checkpoint_checks(spec, files)
     checks.append(accounting_check(state.is_terminal, files.accounting_saved))
@@ -104,7 +107,7 @@ def training_checks(
     spec: ExperimentSpec,
     state: JobState,
     run_json: Mapping[str, Any] | None,
-    epochs: Sequence[int],
+    epochs: Sequence[int | None],
 ) -> list[Check]:
     """Nodes, world size and backend (as the ranks formed them, where a user's script was
     observed), and every epoch."""
@@ -112,7 +115,8 @@ def training_checks(
     ws = run_json.get("world_size") if run_json else None
     be = run_json.get("backend") if run_json else None
     want_be = spec.backend if spec.backend != "auto" else None
-    want = list(range(1, spec.epochs + 1))
+    # Compared in place, not as a list of every epoch wanted: spec.epochs is read from a file.
+    every = len(epochs) == spec.epochs and all(e == i for i, e in enumerate(epochs, start=1))
     observed = run_json.get("observed") if run_json else None
     group: list[Check] = []
     how = ""
@@ -138,12 +142,18 @@ def training_checks(
         ),
         Check(
             "every epoch is in metrics.csv",
-            list(epochs) == want if not state.is_active else None,
+            every if not state.is_active else None,
             f"{len(epochs)}/{spec.epochs} epochs"
-            + ("" if list(epochs) == sorted(set(epochs)) else " (duplicates or gaps)")
+            + ("" if _ascending(epochs) else " (duplicates or gaps)")
             + (NONE_RECOGNISED if spec.entry == "script" and not epochs else ""),
         ),
     ]
+
+
+def _ascending(epochs: Sequence[int | None]) -> bool:
+    """Each epoch a number, and above the one before."""
+    known = [e for e in epochs if e is not None]
+    return len(known) == len(epochs) and all(a < b for a, b in itertools.pairwise(known))
 
 
 def group_check(spec: ExperimentSpec, observed: Mapping[str, Any]) -> Check:

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ddp_tui.preflight_report import summarize
+from ddp_tui.remote.run_damage import Damage, check_progress, check_run_json
 from ddp_tui.remote.runs import RunInfo
 from ddp_tui.remote.scheduler import JobStatus
 from ddp_tui.remote.states import JobState
@@ -38,12 +39,14 @@ def attempt_record(job_id: str, scheduler: str, retry_of: str | None, n: int) ->
 
 
 def attempt_of(doc: Mapping[str, Any]) -> Attempt:
+    """An attempt line (checked by :func:`ddp_tui.remote.run_damage.clean_job_line`)."""
+    n = doc.get("attempt")
     return Attempt(
         job_id=str(doc.get("job_id", "")),
         scheduler=str(doc.get("scheduler", "")),
         submitted_at=str(doc.get("submitted_at", "")),
         retry_of=str(doc["retry_of"]) if doc.get("retry_of") else None,
-        attempt=int(doc.get("attempt", 0) or 0),
+        attempt=n if isinstance(n, int) and not isinstance(n, bool) else 0,
     )
 
 
@@ -63,16 +66,16 @@ def progress_of(doc: Mapping[str, Any] | None) -> Progress | None:
     """The trainer's latest ``progress.jsonl`` line as a :class:`Progress` (None: none)."""
     if not doc:
         return None
-    try:
-        return Progress(
-            epoch=int(doc.get("epoch", 0)),
-            step=int(doc.get("step", 0)),
-            steps_per_epoch=int(doc.get("steps_per_epoch", 0)),
-            loss=num(doc.get("loss")),
-            samples_per_sec=num(doc.get("samples_per_sec")),
-        )
-    except (TypeError, ValueError):
+    clean = check_progress(doc)[0]  # an epoch of Infinity is no epoch
+    if "epoch" not in clean or "step" not in clean:
         return None
+    return Progress(
+        epoch=clean["epoch"],
+        step=clean["step"],
+        steps_per_epoch=clean.get("steps_per_epoch", 0),
+        loss=num(clean.get("loss")),
+        samples_per_sec=num(clean.get("samples_per_sec")),
+    )
 
 
 def build_view(
@@ -84,15 +87,17 @@ def build_view(
     progress: Mapping[str, Any] | None = None,
     run_json: Mapping[str, Any] | None = None,
     preflight: Mapping[str, Any] | None = None,
+    damage: tuple[Damage, ...] = (),
 ) -> RunView:
-    """The run's row: its files (as read so far) and its latest attempt's status."""
+    """The run's row: its files (as read so far) and its latest attempt's status.
+    ``damage`` adds to what the listing found wrong (``info.damage``): the table files'."""
     attempts = tuple(attempt_of(j) for j in info.jobs)
     job_id = attempts[-1].job_id if attempts else None
     state = status.state if status else JobState.UNKNOWN
     exit_code = status.exit_code if status else None
     last = metrics[-1] if metrics else {}
     metric = "val_rmse" if spec.task == "regression" else "val_acc"
-    rj = run_json
+    rj = check_run_json(run_json)[0] if run_json is not None else None
     return RunView(
         run_id=info.run_id,
         name=spec.name,
@@ -111,7 +116,7 @@ def build_view(
         val_metric_name=metric,
         throughput=num(last.get("throughput_samples_per_sec")),
         progress=progress_of(progress) if state.is_active else None,
-        hosts=tuple(rj.get("hosts", ())) if rj else (),
+        hosts=tuple(rj.get("hosts", ())) if rj else (),  # checked: a list of texts
         world_size=rj.get("world_size") if rj else None,
         backend=rj.get("backend") if rj else None,
         rendezvous=rj.get("rendezvous") if rj else None,
@@ -119,4 +124,5 @@ def build_view(
         note=outcome_note(state, exit_code, rj, job_id),
         kind=info.kind,
         preflight=summarize(preflight) if info.kind == "preflight" else None,
+        damage=(*info.damage, *damage),
     )

@@ -14,6 +14,7 @@ from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.diagnosis.pending import pending_reason
 from ddp_tui.diagnosis.stall import Heartbeat, Stall
 from ddp_tui.preflight_report import PreflightSummary
+from ddp_tui.remote.run_damage import DAMAGED, Damage
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.tail import PlotSeries, plot_sample
 from ddp_tui.remote.verification import Check
@@ -80,6 +81,9 @@ class RunView:
     #: Set while a running job has produced no output, progress or heartbeat for the
     #: profile's ``stall_after_min``.
     stall: Stall | None = None
+    #: What is wrong with the run directory, file by file (empty: nothing found). A damaged
+    #: run shows as DAMAGED; :attr:`state` stays its job's, for cancel and retry.
+    damage: tuple[Damage, ...] = ()
 
     @property
     def job_id(self) -> str | None:
@@ -87,12 +91,26 @@ class RunView:
 
     @property
     def state_label(self) -> str:
-        """The state, marked "*" where :attr:`note` has something to say about it."""
+        """The state, marked "*" where :attr:`note` has something to say about it; DAMAGED
+        where the run directory is."""
+        if self.damage:
+            return DAMAGED
         return self.state.value + (" *" if self.note else "")
 
     @property
+    def damage_label(self) -> str:
+        """The run's damage in one line: the first problem, and how many more."""
+        if not self.damage:
+            return ""
+        more = len(self.damage) - 1
+        return str(self.damage[0]) + (f" (and {more} more)" if more else "")
+
+    @property
     def reason_label(self) -> str:
-        """The Jobs table's reason: why it waits, that it stalled, or why it ended."""
+        """The Jobs table's reason: what is damaged, why it waits, that it stalled, or why
+        it ended."""
+        if self.damage:
+            return self.damage_label
         if self.state is JobState.PENDING:
             return pending_reason(self.reason) if self.reason else ""
         if self.stall is not None:

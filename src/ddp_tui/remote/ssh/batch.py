@@ -278,11 +278,14 @@ def parse_response(
         if rec == ["M"]:
             reads.append(ReadResult(req, b"", None))
             continue
+        # A file that cannot be read is that read's answer, not the batch's failure: one
+        # damaged run directory must not hide every other run.
         if rec == ["P"]:
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), req.path)
+            reads.append(ReadResult(req, b"", None, os.strerror(errno.EACCES)))
+            continue
         if len(rec) == 2 and rec[0] == "E" and rec[1].isdigit():
-            code = int(rec[1])
-            raise OSError(code, os.strerror(code), req.path)
+            reads.append(ReadResult(req, b"", None, os.strerror(int(rec[1]))))
+            continue
         if len(rec) != 5 or rec[0] != "S":
             raise bad(f"bad read record {' '.join(rec)!r}")
         try:
