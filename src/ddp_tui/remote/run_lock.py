@@ -40,6 +40,15 @@ OWNERLESS_SEC = 30.0
 WAIT_SEC = 30.0
 
 
+# One round trip: mkdir fails when another holds the lock (told apart from a read-only or
+# vanished directory by its message, in the C locale); the owner file follows.
+_HELD = 3
+_MKDIR = (
+    'if out=$(LC_ALL=C mkdir -- "$1" 2>&1); then printf %s "$2" > "$1/owner.json"; exit; fi; '
+    'case $out in *"File exists"*) exit 3;; esac; echo "$out" >&2; exit 1'
+)
+
+
 class RunLocked(RunStoreError):
     """Another live process is submitting this run."""
 
@@ -95,12 +104,21 @@ class RunLock:
             return None
 
     def _mkdir(self) -> bool:
+        """Make the lock directory: True when made, False when it exists (held)."""
         doc = json.dumps(
             {"host": self.host, "pid": os.getpid(), "at": time.time(), "token": self.token}
         )
-        # One round trip: mkdir fails when another holds the lock; the owner file follows.
-        script = 'mkdir -- "$1" 2>/dev/null && printf %s "$2" > "$1/owner.json"'
-        return self.executor.run(["sh", "-c", script, "sh", self.path, doc], timeout=30).ok
+        res = self.executor.run(["sh", "-c", _MKDIR, "sh", self.path, doc], timeout=30)
+        if res.returncode == _HELD:
+            return False
+        if not res.ok:
+            # Not "exists": the run directory is read-only, full, or gone.
+            why = res.stderr.strip().rpartition(": ")[2] or f"exit {res.returncode}"
+            raise RunStoreError(
+                f"cannot lock {self.ref.run_id} for a submit in {self.ref.path}: {why}; "
+                "nothing was submitted"
+            )
+        return True
 
     def try_acquire(self) -> bool:
         """Take the lock if it is free or stale; never waits."""
@@ -108,13 +126,7 @@ class RunLock:
             return True
         st = self.executor.stat(self.path)
         if st is None:
-            # mkdir failed and nothing is there: the run directory is unwritable or gone.
-            parent = self.executor.stat(self.ref.path)
-            why = "does not exist" if parent is None else "is not writable"
-            raise RunStoreError(
-                f"cannot lock {self.ref.run_id} for a submit: its directory {self.ref.path} "
-                f"{why}; nothing was submitted"
-            )
+            return self._mkdir()  # released meanwhile
         if self._stale(st.mtime):
             self._break()
             return self._mkdir()

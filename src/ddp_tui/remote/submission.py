@@ -21,7 +21,8 @@ report that nothing was queued.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ddp_tui.remote.executor import ExecutorError
 from ddp_tui.remote.history import intent_record, split_job_lines, void_record
@@ -68,32 +69,10 @@ def submit_attempt(
     is there now). ``fresh`` marks a run directory made a moment ago by this process, which
     no scheduler can know yet: it skips asking for the run's jobs."""
     with RunLock(store.executor, ref).held():
+        adopted = [] if fresh else _reconcile(scheduler, store, ref)
         records = store.read_jobs(ref)
-        if not fresh:
-            adopt_unrecorded(scheduler, store, ref, records)
-            in_flight = close_void_intents(scheduler, store, ref)
-            if in_flight:
-                raise SchedulerError(
-                    f"a submit of {ref.run_id} by {in_flight[-1]} did not finish and may still "
-                    "reach the scheduler; nothing was submitted: try again in a minute or two"
-                )
-            records = store.read_jobs(ref)
         known = recorded_ids(records)
-        if seen is not None and len(known) > seen:
-            raise AttemptRefused(
-                f"{ref.run_id} was submitted by someone else meanwhile: job {known[-1]} is its "
-                "newest attempt; nothing more was submitted",
-                known[-1],
-            )
-        _, ends = split_job_lines(records)
-        alive = live_jobs(scheduler, [j for j in known if j not in ends])
-        if alive:
-            live = alive[-1]
-            raise AttemptRefused(
-                f"job {live.job_id} is still {live.state.value}; cancel it (c) before "
-                f"retrying {ref.run_id}; nothing was submitted",
-                live.job_id,
-            )
+        _refuse_if_taken(scheduler, ref, records, known, adopted, seen)
         if not fresh:  # a new run's room was checked with its files
             require_room(store.executor, ref.path, MARGIN_BYTES, what="another attempt")
         retry_of = known[-1] if known else None
@@ -127,6 +106,50 @@ def submit_attempt(
                 f"{ref.path} is writable again"
             ) from exc
         return job_id
+
+
+def _reconcile(scheduler: Scheduler, store: RunStore, ref: RunRef) -> list[str]:
+    """Adopt the run's unrecorded jobs and void its empty intents (the lock is held);
+    returns the adopted ids. Refused while an unfinished submit may still queue a job."""
+    adopted = adopt_unrecorded(scheduler, store, ref, store.read_jobs(ref))
+    in_flight = close_void_intents(scheduler, store, ref)
+    if in_flight:
+        raise SchedulerError(
+            f"a submit of {ref.run_id} by {in_flight[-1]} did not finish and may still "
+            "reach the scheduler; nothing was submitted: try again in a minute or two"
+        )
+    return adopted
+
+
+def _refuse_if_taken(
+    scheduler: Scheduler,
+    ref: RunRef,
+    records: Sequence[Mapping[str, Any]],
+    known: Sequence[str],
+    adopted: Sequence[str],
+    seen: int | None,
+) -> None:
+    """:class:`AttemptRefused` while a job of the run lives, or when the run has attempts
+    that the caller did not see when it decided."""
+    _, ends = split_job_lines(records)
+    alive = live_jobs(scheduler, [j for j in known if j not in ends])
+    if alive:
+        live = alive[-1]
+        raise AttemptRefused(
+            f"job {live.job_id} is still {live.state.value}; cancel it (c) before "
+            f"retrying {ref.run_id}; nothing was submitted",
+            live.job_id,
+        )
+    if seen is not None and len(known) > seen:
+        newest = known[-1]
+        why = (
+            f"job {newest}, queued by a submit that did not finish, was found and recorded"
+            if newest in adopted
+            else f"it was submitted by someone else meanwhile: job {newest} is its newest attempt"
+        )
+        raise AttemptRefused(
+            f"{ref.run_id}: {why}; nothing more was submitted (look, then retry again)", newest
+        )
 
 
 def recover_lost_submit(
