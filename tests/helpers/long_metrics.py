@@ -46,11 +46,12 @@ def metrics_text(rows: int, first: int = 1) -> str:
     return "".join(metrics_row(e) for e in range(first, first + rows))
 
 
-def finished_run(root: Path, name: str, rows: int) -> str:
-    """A completed local run called ``name`` with ``rows`` epochs in ``metrics.csv``; its id."""
+def finished_run(root: Path, name: str, rows: int, group: str | None = None) -> str:
+    """A completed local run called ``name`` with ``rows`` epochs in ``metrics.csv``, in
+    comparison group ``group``; its id."""
     store = RunStore(LocalExecutor(), str(root))
     spec = ExperimentSpec(name=name, epochs=max(1, min(rows, 100_000)))
-    ref = store.create_run(spec.to_dict(), name, "#!/bin/bash\n")
+    ref = store.create_run(spec.to_dict(), name, "#!/bin/bash\n", group)
     run_dir = Path(ref.path)
     job_id = "4242"
     attempt = {"job_id": job_id, "scheduler": "local", "submitted_at": "2026-11-21T10:00:00Z",

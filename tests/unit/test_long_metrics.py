@@ -7,7 +7,10 @@ from pathlib import Path
 
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import LocalExecutor
+from ddp_tui.remote.comparison import load_group
+from ddp_tui.remote.executor import Batch, BatchResult, LocalExecutor
+from ddp_tui.remote.followers import MetricsCache
+from ddp_tui.remote.runs import RunStore
 from ddp_tui.remote.tail import (
     PLOT_BUCKETS,
     MetricsReader,
@@ -128,3 +131,51 @@ def test_following_a_100000_row_run_hands_the_screen_its_newest_rows_and_a_sampl
         )
     finally:
         cluster.close()
+
+
+class _CountingExecutor(LocalExecutor):
+    """The real local executor, counting the batches that read ``metrics.csv`` and the bytes
+    they read of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.metrics_bytes = 0
+        self.batches = 0  # of those that read a metrics.csv
+
+    def run_batch(self, batch: Batch, *, timeout: float = 60.0) -> BatchResult:
+        result = super().run_batch(batch, timeout=timeout)
+        metrics = [r for r in result.reads if r.request.path.endswith("/metrics.csv")]
+        self.batches += bool(metrics)
+        self.metrics_bytes += sum(len(r.data) for r in metrics)
+        return result
+
+
+def test_compare_reads_each_runs_metrics_once_then_only_the_new_rows(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    long_id = finished_run(root, "long", ROWS, group="sweep")
+    finished_run(root, "short", 100, group="sweep")
+    executor = _CountingExecutor()
+    store = RunStore(executor, str(root))
+    cache = MetricsCache(executor)
+    runs = {r.run_id: len(r.metrics) for r in load_group(store, "sweep", metrics=cache)}
+    assert sorted(runs.values()) == [100, ROWS]
+    whole = executor.metrics_bytes
+    assert whole == sum((root / i / "metrics.csv").stat().st_size for i in runs)
+
+    new = metrics_text(5, first=ROWS + 1)
+    with open(root / long_id / "metrics.csv", "a", encoding="utf-8") as fh:
+        fh.write(new)
+    again = {r.run_id: len(r.metrics) for r in load_group(store, "sweep", metrics=cache)}
+    assert again[long_id] == ROWS + 5
+    assert executor.metrics_bytes - whole == len(new)  # the appended rows, nothing else
+
+
+def test_compare_of_a_run_whose_metrics_csv_is_a_directory_reads_it_once(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    run_id = finished_run(root, "damaged", 10, group="sweep")
+    (root / run_id / "metrics.csv").unlink()
+    (root / run_id / "metrics.csv").mkdir()
+    executor = _CountingExecutor()
+    runs = load_group(RunStore(executor, str(root)), "sweep", metrics=MetricsCache(executor))
+    assert [len(r.metrics) for r in runs] == [0]
+    assert executor.batches == 1  # not one catch-up round after another

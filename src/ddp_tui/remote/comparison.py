@@ -8,17 +8,23 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from ddp_tui.remote.followers import TelemetryCache
+from ddp_tui.remote.followers import MetricsCache, TelemetryCache
 from ddp_tui.remote.runs import RunInfo, RunRef, RunStore, spec_nodes
+from ddp_tui.remote.tail import MetricsRow
 from ddp_tui.results import RunData, comparison_markdown, scaling_table, to_csv
 
 
 def load_run(
-    store: RunStore, run: RunRef | RunInfo, telemetry: TelemetryCache | None = None
+    store: RunStore,
+    run: RunRef | RunInfo,
+    telemetry: TelemetryCache | None = None,
+    *,
+    metrics: Sequence[MetricsRow] | None = None,
 ) -> RunData:
     """Read one run's spec, metrics, run.json and telemetry through the store's executor
     (``resources`` is None when the run wrote no telemetry). ``telemetry`` keeps runs' files
-    read between calls; without it they are read whole."""
+    read between calls; without it they are read whole. ``metrics``: the run's rows, read
+    already (else ``metrics.csv`` is read whole)."""
     if isinstance(run, RunInfo):
         ref, spec_json = run.ref, dict(run.spec_json)
     else:
@@ -31,7 +37,7 @@ def load_run(
     return RunData(
         run_id=ref.run_id,
         spec=spec,
-        metrics=store.read_metrics(ref),
+        metrics=store.read_metrics(ref) if metrics is None else metrics,
         run_json=store.read_run_json(ref),
         group=group if isinstance(group, str) else None,
         resources=None if summary.empty else summary,
@@ -39,10 +45,16 @@ def load_run(
 
 
 def load_group(
-    store: RunStore, group: str, telemetry: TelemetryCache | None = None
+    store: RunStore,
+    group: str,
+    telemetry: TelemetryCache | None = None,
+    metrics: MetricsCache | None = None,
 ) -> list[RunData]:
-    """Every run of a comparison group."""
-    return [load_run(store, info, telemetry) for info in store.list_runs() if info.group == group]
+    """Every run of a comparison group. ``metrics`` keeps the runs' rows read between calls
+    (each call parses only the rows appended since); without it each file is read whole."""
+    infos = [info for info in store.list_runs() if info.group == group]
+    rows = (metrics or MetricsCache(store.executor)).rows([info.ref for info in infos])
+    return [load_run(store, info, telemetry, metrics=rows[info.run_id]) for info in infos]
 
 
 def _safe_dir_name(group: str) -> str:
@@ -56,13 +68,14 @@ def export_comparison(
     runs: Sequence[RunData] | None = None,
     out_dir: str | None = None,
     telemetry: TelemetryCache | None = None,
+    metrics: MetricsCache | None = None,
 ) -> list[str]:
     """Write ``comparison.md`` and ``comparison.csv`` for ``group``; returns their paths.
 
     By default they go to ``<runs_root>/comparisons/<group>/`` on the store's machine.
     """
     if runs is None:
-        runs = load_group(store, group, telemetry)
+        runs = load_group(store, group, telemetry, metrics)
     df = scaling_table(runs)
     out_dir = out_dir or f"{store.root.rstrip('/')}/comparisons/{_safe_dir_name(group)}"
     store.executor.makedirs(out_dir)

@@ -193,8 +193,9 @@ def catch_up(executor: Executor, readers: Sequence[_Catching]) -> None:
             break
         results = executor.run_batch(Batch(reads=[r.request() for r in pending])).reads
         behind = []
-        for reader, res in zip(pending, results, strict=True):
-            before = reader.file.offset
+        # (Taken before any result is fed: a telemetry file's restart resets its siblings.)
+        offsets = [reader.file.offset for reader in pending]
+        for reader, res, before in zip(pending, results, offsets, strict=True):
             reader.read_new(res)
             # Behind: restarted, or it moved (or was reset) and there is more; a directory in
             # the file's place, or an unreadable file, moves nothing: no use asking 64 times.
