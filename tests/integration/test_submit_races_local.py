@@ -138,7 +138,8 @@ _SUBMITTER = textwrap.dedent(
     sys.path.insert(0, {repo!r})
     from pathlib import Path
     from tests.integration.test_submit_races_local import open_cluster
-        cluster = open_cluster(Path({root!r}))
+    from tests.integration.story import tiny_spec
+    cluster = open_cluster(Path({root!r}))
     plan = cluster.plan(tiny_spec(name="killed"))
     print("ready", flush=True)
     sys.stdin.readline()
