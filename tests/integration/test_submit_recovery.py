@@ -8,6 +8,10 @@ demand. Everything else (sbatch, squeue, sacct, the run directory) is real.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,8 @@ from ddp_tui.remote.scheduler import SchedulerError
 from ddp_tui.remote.slurm import SlurmScheduler
 from ddp_tui.remote.states import JobState
 from tests.integration.story import tiny_spec, wait_state
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slurm]
 
@@ -98,3 +104,48 @@ def test_lost_before_sbatch_says_nothing_was_queued_and_retry_works(
     assert len(_jobs(view.run_dir)) == 1 and retried.job_id
     done = wait_state(cluster, view.run_id, JobState.COMPLETED, JobState.FAILED, timeout=240)
     assert done.state is JobState.COMPLETED
+
+
+_DIES_AFTER_SBATCH = textwrap.dedent(
+    """
+    import os, signal, sys
+    sys.path.insert(0, {repo!r})
+    from ddp_tui.config import Profile
+    from ddp_tui.remote.cluster import Cluster
+    from ddp_tui.remote.executor import LocalExecutor
+    from ddp_tui.remote.runs import RunStore
+    from ddp_tui.remote.slurm import SlurmScheduler
+    from tests.integration.story import tiny_spec
+
+    class DiesAfterSbatch(SlurmScheduler):
+        # FAKE timing: a real SIGKILL, right after sbatch queued the job.
+        def submit(self, script_path, run_dir):
+            super().submit(script_path, run_dir)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    ex = LocalExecutor()
+    cluster = Cluster(ex, DiesAfterSbatch(ex), RunStore(ex, {root!r}),
+                      profile=Profile(partition="debug"), location="Slurm on this host")
+    cluster.submit(cluster.plan(tiny_spec(name="killed-after-sbatch", partition="debug",
+                                          epochs=1)))
+    """
+)
+
+
+def test_a_job_queued_by_an_app_killed_after_sbatch_is_adopted(
+    rig: tuple[Cluster, DroppingExecutor], tmp_path: Path
+) -> None:
+    cluster, _ex = rig
+    code = _DIES_AFTER_SBATCH.format(repo=str(REPO), root=cluster.store.root)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=120, check=False)
+    assert proc.returncode == -signal.SIGKILL
+    (run,) = [p for p in Path(cluster.store.root).iterdir() if not p.name.startswith(".")]
+    assert _jobs(str(run)) == []  # the app died before it could record the job
+    (queued,) = SlurmScheduler(LocalExecutor()).jobs_in_dir(str(run))
+    cluster.refresh()
+    cluster.refresh()  # the first lists the run; the second adopts its job
+    jobs = _jobs(str(run))
+    assert [j["job_id"] for j in jobs] == [queued] and jobs[0]["adopted"] is True
+    done = wait_state(cluster, run.name, JobState.COMPLETED, JobState.FAILED, timeout=240)
+    assert done.job_id == queued and done.state is JobState.COMPLETED
+    assert SlurmScheduler(LocalExecutor()).jobs_in_dir(str(run)) == [queued]
