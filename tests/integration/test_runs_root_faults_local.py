@@ -80,6 +80,7 @@ def test_a_read_only_runs_root_refuses_submit_and_retry_naming_it(
 ) -> None:
     cluster = open_cluster(tmp_path)
     ref = make_run(cluster)
+    cluster.store.create_run({"name": "g"}, "g", "#!/bin/bash\n", "g")  # a group to compare
     cluster.refresh()
     first = cluster.retry(ref.run_id, seen=0).job_id
     cluster.cancel(ref.run_id)
@@ -89,6 +90,8 @@ def test_a_read_only_runs_root_refuses_submit_and_retry_naming_it(
     with pytest.raises(DdpTuiError, match=f"under {disk}: Read-only file system"):
         cluster.submit(cluster.plan(tiny_spec(name="ro")))
     assert _jobs(cluster) == [first] and attempt_ids(ref.path) == [first]
+    with pytest.raises(DdpTuiError, match=f"comparison to {disk}/comparisons/g: Read-only"):
+        cluster.export_comparison("g")
     # The CLI: one clear line and exit status 1, never a traceback.
     config = tmp_path / "config.toml"
     config.write_text(f'[profiles.ro]\nscheduler = "local"\nlocal_state_dir = "{tmp_path}/state"\n')

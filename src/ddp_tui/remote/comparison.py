@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ddp_tui.remote.followers import MetricsCache, TelemetryCache
-from ddp_tui.remote.runs import RunInfo, RunRef, RunStore, spec_nodes
+from ddp_tui.remote.runs import RunInfo, RunRef, RunStore, RunStoreError, spec_nodes
 from ddp_tui.remote.tail import MetricsRow
 from ddp_tui.results import RunData, comparison_markdown, scaling_table, to_csv
 
@@ -78,9 +78,14 @@ def export_comparison(
         runs = load_group(store, group, telemetry, metrics)
     df = scaling_table(runs)
     out_dir = out_dir or f"{store.root.rstrip('/')}/comparisons/{_safe_dir_name(group)}"
-    store.executor.makedirs(out_dir)
     md_path = f"{out_dir}/comparison.md"
     csv_path = f"{out_dir}/comparison.csv"
-    store.executor.write_atomic(md_path, comparison_markdown(group, df).encode())
-    store.executor.write_atomic(csv_path, to_csv(df).encode())
+    try:
+        store.executor.makedirs(out_dir)
+        store.executor.write_atomic(md_path, comparison_markdown(group, df).encode())
+        store.executor.write_atomic(csv_path, to_csv(df).encode())
+    except OSError as exc:  # a read-only or full runs root: where and why, not a traceback
+        raise RunStoreError(
+            f"cannot write the comparison to {out_dir}: {exc.strerror or exc}"
+        ) from exc
     return [md_path, csv_path]
