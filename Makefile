@@ -64,6 +64,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_observe.py      # 20 torchrun runs: about 7 minutes
 	$(PY) benchmarks/bench_telemetry.py   # 18 torchrun runs: 5 to 7 minutes
 	$(PY) benchmarks/bench_snapshot.py
+	$(PY) benchmarks/bench_submit.py
 	$(PY) benchmarks/bench_tui.py
 	$(PY) benchmarks/bench_remote.py
 	$(PY) benchmarks/bench_clean_exit.py   # 100 + 100 torchrun runs: about 20 minutes

@@ -1,0 +1,90 @@
+"""What "one attempt per intent" costs a retry: the locked, intent-first submit against the
+bare one it replaced (scheduler submit, then the attempt line).
+
+Both sides submit the same one-line job script of the same run directory to the real local
+scheduler, whose only slot a sleeping blocker holds, so every job stays PENDING and nothing
+runs. The locked side is ``Cluster.retry`` (lock, read jobs.jsonl, ask the scheduler for the
+run's jobs, poll the live ones, check free space, intent, submit, attempt line, unlock) after
+cancelling the previous attempt; the bare side is ``scheduler.submit`` + ``append_job`` after
+the same cancel. Rounds alternate (bare, locked, bare, ...) so drift hits both alike.
+Reported: the median time of each and their ratio per pair (median, geometric mean).
+
+    python benchmarks/bench_submit.py
+    python benchmarks/bench_submit.py --rounds 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from ddp_tui.config import Profile  # noqa: E402
+from ddp_tui.remote.cluster import Cluster  # noqa: E402
+from ddp_tui.remote.executor import LocalExecutor  # noqa: E402
+from ddp_tui.remote.local import LocalScheduler  # noqa: E402
+from ddp_tui.remote.runs import RunStore  # noqa: E402
+from ddp_tui.remote.view_building import attempt_record  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        sched = LocalScheduler(str(root / "state"), max_running=1)
+        blocker = root / "blocker"
+        blocker.mkdir()
+        (blocker / "job.sbatch").write_text("#!/bin/bash\nexec sleep 3600\n")
+        sched.submit(str(blocker / "job.sbatch"), str(blocker))
+        ex = LocalExecutor()
+        cluster = Cluster(
+            ex,
+            sched,
+            RunStore(ex, str(root / "runs")),
+            profile=Profile(scheduler="local"),
+            location="local scheduler",
+        )
+        ref = cluster.store.create_run({"name": "b"}, "b", "#!/bin/bash\nexec sleep 60\n", None)
+        cluster.refresh()
+        bare: list[float] = []
+        locked: list[float] = []
+        seen = 0
+        try:
+            for _ in range(args.rounds):
+                if seen:
+                    cluster.cancel(ref.run_id)
+                start = time.perf_counter()
+                job = sched.submit(ref.file("job.sbatch"), ref.path)
+                cluster.store.append_job(ref, attempt_record(job, "local", None, seen + 1))
+                bare.append(time.perf_counter() - start)
+                seen += 1
+                cluster.cancel(ref.run_id)
+                start = time.perf_counter()
+                cluster.retry(ref.run_id, seen=seen)
+                locked.append(time.perf_counter() - start)
+                seen += 1
+        finally:
+            for job in sched.list_jobs():
+                if job.state.is_active:
+                    sched.cancel(job.job_id)
+    ratios = [b / a for a, b in zip(bare, locked, strict=True)]
+    geomean = math.exp(statistics.fmean(math.log(r) for r in ratios))
+    print(f"rounds: {args.rounds} (local scheduler, every job held PENDING)")
+    print(f"bare submit + attempt line: median {statistics.median(bare) * 1e3:.1f} ms")
+    print(f"locked retry (intent first): median {statistics.median(locked) * 1e3:.1f} ms")
+    print(
+        f"ratio locked/bare per pair: median {statistics.median(ratios):.2f}, geomean {geomean:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
