@@ -184,11 +184,13 @@ class _Catching(Feedable, Protocol):
     def file(self) -> IncrementalFile: ...
 
 
-def catch_up(executor: Executor, readers: Sequence[_Catching]) -> None:
-    """Read ``readers`` to their files' ends, all of them in each batch, at most
-    :data:`_CATCH_UP_ROUNDS` batches (a reader restarted meanwhile reads again)."""
+def catch_up(
+    executor: Executor, readers: Sequence[_Catching], rounds: int = _CATCH_UP_ROUNDS
+) -> None:
+    """Read ``readers`` to their files' ends, all of them in each batch, at most ``rounds``
+    batches (a reader restarted meanwhile reads again)."""
     pending = list(readers)
-    for _ in range(_CATCH_UP_ROUNDS):
+    for _ in range(rounds):
         if not pending:
             break
         results = executor.run_batch(Batch(reads=[r.request() for r in pending])).reads
@@ -264,6 +266,8 @@ class FollowPass:
         #: silent ranks; set by the facade for running trainer runs).
         self.heartbeat_reads: list[FileRead] = []
         self.heartbeats: list[ReadResult] = []
+        #: The metrics reader stopped short of its file's end (4 MiB a read).
+        self.metrics_behind = False
         self._round = 0
 
     def requests(self) -> list[FileRead]:
@@ -274,7 +278,13 @@ class FollowPass:
         f, d = self.follower, self.detail
         n = len(self.pending)
         for reader, res in zip(self.pending, reads[:n], strict=False):
+            before = reader.file.offset if reader is f.metrics else 0
             new = reader.read_new(res)
+            if reader is f.metrics:
+                offset = f.metrics.file.offset
+                self.metrics_behind = (
+                    offset != before and res.stat is not None and res.stat.size > offset
+                )
             if reader is f.out:
                 d.out_lines += new
             elif reader is f.err:

@@ -17,13 +17,17 @@ from ddp_tui.diagnosis.stall import Stall, stall_of
 from ddp_tui.remote.attempt_states import AttemptStates
 from ddp_tui.remote.diagnosing import heartbeat_reads, heartbeats_of
 from ddp_tui.remote.executor import Batch, Executor, ExecutorError, ReadResult
-from ddp_tui.remote.followers import Follower, FollowPass
+from ddp_tui.remote.followers import Follower, FollowPass, catch_up
 from ddp_tui.remote.run_table import RunTable
 from ddp_tui.remote.runs import SACCT_FILE, RunInfo, RunRef, RunStore, spec_nodes
 from ddp_tui.remote.scheduler import Scheduler, SchedulerError
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.view_building import latest_job_id, progress_of
 from ddp_tui.remote.views import DETAIL_METRICS_ROWS, RunDetail, RunView
+
+#: Extra reads of 4 MiB one follow may make of a long ``metrics.csv`` (32 MiB, some 400,000
+#: rows: about a second's parse on the I/O thread; a longer file goes on at the next follow).
+METRICS_CATCH_UP_ROUNDS = 8
 
 
 class Following:
@@ -86,6 +90,10 @@ class Following:
             if not fpass.pending:
                 break
             fpass.feed(self.executor.run_batch(Batch(reads=fpass.requests())).reads)
+        if fpass.metrics_behind:
+            # A long metrics.csv is read to its end now, not 4 MiB per follow (5 s apart once
+            # the run has ended): the table and the plots are whole at the first look.
+            catch_up(self.executor, [f.metrics], rounds=METRICS_CATCH_UP_ROUNDS)
         detail.out_reset = detail.out_reset or f.out.generation != fpass.gens[0]
         detail.err_reset = detail.err_reset or f.err.generation != fpass.gens[1]
         # The newest rows and a bounded sample of all: what the screen shows costs the same

@@ -215,7 +215,7 @@ PLOT_COLUMNS = (
 )
 #: Buckets a :class:`PlotSample` keeps per column: each gives at most two points, so a
 #: plotted line has at most ``2 * PLOT_BUCKETS + 2`` points whatever the number of rows.
-PLOT_BUCKETS = 500
+PLOT_BUCKETS = 250
 #: One column's plot: the epochs and the values, in the file's order.
 PlotSeries = tuple[tuple[float, ...], tuple[float, ...]]
 _Point = tuple[int, float, float]  # row index, epoch, value

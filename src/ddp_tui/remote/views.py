@@ -148,7 +148,7 @@ class Snapshot:
 
 
 #: The newest metrics rows a :class:`RunDetail` carries: Run detail's table shows these.
-DETAIL_METRICS_ROWS = 500
+DETAIL_METRICS_ROWS = 200
 
 
 @dataclass
