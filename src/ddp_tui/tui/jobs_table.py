@@ -73,7 +73,10 @@ def row_values(run: RunView) -> Row:
 
 
 def reason_style(run: RunView) -> str:
-    """How the reason cell stands out: a stall most, then a failure with a fix to make."""
+    """How the reason cell stands out: a stall most, then a failure with a fix to make
+    (a damaged run directory is one)."""
+    if run.damage:
+        return "fix"
     if run.stall is not None and not run.state.is_terminal:
         return "stalled"
     if run.diagnosis is not None and run.diagnosis.needs_fix:
@@ -87,7 +90,7 @@ def run_matches(run: RunView, needle: str) -> bool:
     if not needle:
         return True
     haystack = " ".join(
-        [run.name, run.run_id, run.state.value, run.group or "", run.reason_label]
+        [run.name, run.run_id, run.state_label, run.group or "", run.reason_label]
         + [attempt.job_id for attempt in run.attempts]
     ).lower()
     return all(word in haystack for word in needle.lower().split())

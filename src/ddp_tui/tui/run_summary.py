@@ -102,6 +102,8 @@ def summary_text(run: RunView | None, run_json: Mapping[str, object] | None, run
         text.append_text(observed_text(observed))
     if run.note:
         text.append(f"\n {run.note}", style="bold yellow")
+    for damage in run.damage:  # what makes it DAMAGED, file by file
+        text.append(f"\n DAMAGED {damage}", style="bold red")
     if run.preflight is not None:
         text.append(f"\n {run.preflight.describe()}", style="bold")
         hosts = hosts or run.preflight.hosts
