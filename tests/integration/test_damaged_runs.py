@@ -123,6 +123,8 @@ def test_every_command_survives_a_damaged_run_beside_a_healthy_one(
     code, why, _ = cli(runs, capsys, "why", run)
     if case.file is not None:
         assert code == 1 and "DAMAGED" in why and case.file in why, why
+        code, checks, _ = cli(runs, capsys, "verify", run)
+        assert code == 1 and "[FAIL] the run directory is intact: DAMAGED" in checks, checks
     # The damaged files are as they were: reading a run never rewrites it (verify may add
     # sacct.txt, the app's own file, to a run without one).
     after = {k: v for k, v in digest(damaged).items() if k != "sacct.txt"}

@@ -63,7 +63,7 @@ from ddp_tui.remote.scheduler import (
 from ddp_tui.remote.scripts import current_snapshot, prepare_script
 from ddp_tui.remote.snapshot import SnapshotError
 from ddp_tui.remote.submission import RECOVER_SUBMIT_SEC, submit_attempt
-from ddp_tui.remote.verification import RunFiles, verify_run
+from ddp_tui.remote.verification import RunFiles, damage_check, verify_run
 from ddp_tui.remote.view_building import (
     latest_job_id,
     spec_of,
@@ -550,7 +550,9 @@ class Cluster:
             accounting_saved=self.store.file_size(ref, SACCT_FILE) is not None,
             script_checkpoints=self._listing(ref.file(CHECKPOINTS_DIR)) if script else None,
         )
-        return verify_run(spec, info.kind, job_id, status, files)
+        checks = verify_run(spec, info.kind, job_id, status, files)
+        damage = self.table.view(info).damage
+        return [damage_check(damage), *checks] if damage else checks
 
     def _listing(self, path: str) -> tuple[str, ...]:
         """The names in a directory of a run ((): none, or no such directory)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddp_tui.preflight_report import PreflightSummary, summarize
-from ddp_tui.remote.run_damage import finite_epoch
+from ddp_tui.remote.run_damage import Damage, finite_epoch
 from ddp_tui.remote.scheduler import JobStatus
 from ddp_tui.remote.states import JobState
 from ddp_tui.spec import ExperimentSpec
@@ -223,6 +223,15 @@ def preflight_checks(spec: ExperimentSpec, state: JobState, pf: PreflightSummary
             else "preflight.json names no hosts",
         ),
     ]
+
+
+def damage_check(damage: Sequence[Damage]) -> Check:
+    """The run directory holds what ddp-tui and the job wrote, as they wrote it (see
+    :mod:`ddp_tui.remote.run_damage`); the checks below read around what is damaged."""
+    if not damage:
+        return Check("the run directory is intact", True, "every file read as written")
+    more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+    return Check("the run directory is intact", False, f"DAMAGED: {damage[0]}{more}")
 
 
 def accounting_check(terminal: bool, saved: bool) -> Check:
