@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ from ddp_tui.remote.run_damage import (
 )
 from ddp_tui.remote.runs import RunInfo, RunRef, spec_nodes
 from ddp_tui.remote.scheduler import JobStatus
+from ddp_tui.remote.ssh.batch import LAUNCHERS, PY_HELPER, build_request, new_nonce, parse_response
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.verification import RunFiles, verify_run
 from ddp_tui.remote.view_building import build_view
@@ -113,3 +117,28 @@ def test_json_output_is_strict() -> None:
     """`ls --json` printed NaN for a NaN loss: not JSON to any strict parser."""
     text = strict_json({"loss": math.nan, "rows": [math.inf, -math.inf, 1.5]})
     assert json.loads(text) == {"loss": None, "rows": [None, None, 1.5]}
+
+
+@pytest.mark.parametrize("variant", ["python", "sh"])
+def test_over_ssh_an_unreadable_file_is_that_reads_answer_too(tmp_path: Path, variant: str) -> None:
+    """The login node's batch helpers (run here, without SSH) answer a symlink loop as the
+    local executor does: an error for that read, the other reads as they are."""
+    if variant == "sh" and (shutil.which("stat") is None or sys.platform != "linux"):
+        pytest.skip("the sh helper needs GNU coreutils")
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "ok").write_text("{}")
+    (tmp_path / "dir").mkdir()
+    batch = Batch(reads=[FileRead(str(tmp_path / n)) for n in ("loop", "ok", "dir")])
+    nonce = new_nonce()
+    argv = (
+        ["sh", "-c", LAUNCHERS["sh"]]
+        if variant == "sh"
+        else [sys.executable, "-I", "-S", "-c", PY_HELPER]
+    )
+    request = build_request(nonce, [], [(r.path, r.offset, r.max_bytes) for r in batch.reads])
+    proc = subprocess.run(argv, input=request, capture_output=True, check=False, timeout=60)
+    got = parse_response(batch, nonce, proc.stdout, proc.stderr, proc.returncode, "here")
+    local = LocalExecutor().run_batch(batch)
+    assert got.reads[1:] == local.reads[1:] and got.reads[0].stat is None
+    if variant == "python":  # the sh helper cannot tell a loop from a missing file
+        assert got.reads[0] == local.reads[0] and got.reads[0].error
