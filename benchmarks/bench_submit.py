@@ -29,9 +29,9 @@ sys.path.insert(0, str(REPO / "src"))
 from ddp_tui.config import Profile  # noqa: E402
 from ddp_tui.remote.cluster import Cluster  # noqa: E402
 from ddp_tui.remote.executor import LocalExecutor  # noqa: E402
+from ddp_tui.remote.history import attempt_record  # noqa: E402
 from ddp_tui.remote.local import LocalScheduler  # noqa: E402
 from ddp_tui.remote.runs import RunStore  # noqa: E402
-from ddp_tui.remote.view_building import attempt_record  # noqa: E402
 
 
 def main() -> None:

@@ -23,15 +23,16 @@ INTERNAL = {
 def _error_classes() -> list[type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
     for info in pkgutil.walk_packages(ddp_tui.__path__, "ddp_tui."):
-        if info.name.startswith(("ddp_tui.trainer", "ddp_tui.telemetry")) or info.name.endswith(
-            "__main__"
-        ):
-            # The trainer reports through exit codes and its own logs; the job's resource
-            # sampler never reports at all (its problems are notes in its file).
+        job_side = ("ddp_tui.trainer", "ddp_tui.telemetry", "ddp_tui.jobfiles")
+        if info.name.startswith(job_side) or info.name.endswith("__main__"):
+            # The trainer reports through exit codes and its own logs (a failed run-directory
+            # write of jobfiles: one line and exit 4); the job's resource sampler never
+            # reports at all (its problems are notes in its file).
             continue
         module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if issubclass(cls, BaseException) and cls.__module__.startswith("ddp_tui."):
+            job = cls.__module__.startswith(job_side)  # imported by the app from job code
+            if issubclass(cls, BaseException) and cls.__module__.startswith("ddp_tui.") and not job:
                 found[f"{cls.__module__}.{cls.__qualname__}"] = cls
     return [
         cls

@@ -37,6 +37,17 @@ VOID_EVENT = "intent_void"
 LOST_GRACE_SEC = 120.0
 
 
+def attempt_record(job_id: str, scheduler: str, retry_of: str | None, n: int) -> dict[str, Any]:
+    """The ``jobs.jsonl`` line of one submission attempt."""
+    return {
+        "job_id": job_id,
+        "scheduler": scheduler,
+        "submitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "retry_of": retry_of,
+        "attempt": n,
+    }
+
+
 def intent_record(attempt: int, retry_of: str | None) -> dict[str, Any]:
     """The line written before a submit: what is about to be asked, and by whom."""
     return {

@@ -20,11 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ddp_tui.remote.history import pending_intents, split_job_lines, void_record
+from ddp_tui.remote.history import attempt_record, pending_intents, split_job_lines, void_record
 from ddp_tui.remote.run_lock import RunLock
 from ddp_tui.remote.runs import RunRef, RunStore
 from ddp_tui.remote.scheduler import AccountingUnavailable, JobStatus, Scheduler, SchedulerError
-from ddp_tui.remote.view_building import attempt_record
 
 RECONCILE_EVERY_SEC = 10.0
 

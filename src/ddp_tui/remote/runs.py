@@ -361,9 +361,14 @@ class RunStore:
         path = run.file(JOBS_FILE)
         line = json.dumps(dict(record), separators=(",", ":")) + "\n"
         st = self.executor.stat(path)
-        if st is not None and st.size > 0 and not st.is_dir:
-            if self.executor.read_range(path, st.size - 1, 1) != b"\n":
-                line = "\n" + line
+        torn = (
+            st is not None
+            and st.size > 0
+            and not st.is_dir
+            and self.executor.read_range(path, st.size - 1, 1) != b"\n"
+        )
+        if torn:
+            line = "\n" + line
         self.executor.append(path, line.encode())
 
     # -- list ---------------------------------------------------------------

@@ -17,7 +17,6 @@ MIB = 1024 * 1024
 MARGIN_BYTES = 64 * MIB
 
 
-
 class NoRoom(DdpTuiError):
     """The runs root's filesystem is too full for what was asked."""
 

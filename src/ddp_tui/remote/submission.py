@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddp_tui.remote.executor import ExecutorError
-from ddp_tui.remote.history import intent_record, split_job_lines, void_record
+from ddp_tui.remote.history import attempt_record, intent_record, split_job_lines, void_record
 from ddp_tui.remote.run_jobs import (
     adopt_unrecorded,
     close_void_intents,
@@ -36,7 +36,6 @@ from ddp_tui.remote.run_lock import RunLock
 from ddp_tui.remote.runs import SCRIPT_FILE, RunRef, RunStore, RunStoreError
 from ddp_tui.remote.scheduler import Scheduler, SchedulerError
 from ddp_tui.remote.space import MARGIN_BYTES, require_room
-from ddp_tui.remote.view_building import attempt_record
 
 #: How long a submit whose answer was lost waits for the scheduler to be reachable again.
 RECOVER_SUBMIT_SEC = 60.0

@@ -7,7 +7,6 @@ decide what the jobs table and the detail pane show (:mod:`ddp_tui.remote.views`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from ddp_tui.preflight_report import summarize
@@ -25,17 +24,6 @@ def latest_job_id(info: RunInfo) -> str | None:
     job = info.latest_job
     jid = job.get("job_id") if job else None
     return str(jid) if jid else None
-
-
-def attempt_record(job_id: str, scheduler: str, retry_of: str | None, n: int) -> dict[str, Any]:
-    """The ``jobs.jsonl`` line of one submission attempt."""
-    return {
-        "job_id": job_id,
-        "scheduler": scheduler,
-        "submitted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "retry_of": retry_of,
-        "attempt": n,
-    }
 
 
 def attempt_of(doc: Mapping[str, Any]) -> Attempt:
