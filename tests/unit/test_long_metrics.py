@@ -175,3 +175,19 @@ def test_compare_of_a_run_whose_metrics_csv_is_a_directory_reads_it_once(tmp_pat
     runs = load_group(RunStore(executor, str(root)), "sweep", metrics=MetricsCache(executor))
     assert [len(r.metrics) for r in runs] == [0]
     assert executor.batches == 1  # not one catch-up round after another
+
+
+def test_the_jobs_table_counts_every_epoch_of_an_ended_100000_row_run(tmp_path: Path) -> None:
+    run_id = finished_run(tmp_path / "runs", "long", ROWS)
+    profile = Profile(scheduler="local", runs_root=str(tmp_path / "runs"))
+    cluster = Cluster.open(profile, local_state_dir=str(tmp_path / "state"))
+    try:
+        done = []
+        for _ in range(6):  # 4 MiB a refresh: the 8 MB file takes two or three
+            view = next(v for v in cluster.refresh().runs if v.run_id == run_id)
+            done.append(view.epochs_done)
+        # Before, an ended run's files were read once more after its end, 4 MiB at most:
+        # the table stopped at 46,005 epochs for good.
+        assert done[-1] == ROWS, done
+    finally:
+        cluster.close()

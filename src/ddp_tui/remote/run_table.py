@@ -124,8 +124,8 @@ class RunTable:
                         self._diagnosing[info.run_id] = reads
                         out += reads.readers()
                         budget = None if budget is None else budget - 1
-                if t.read_after_end == final.job_id:
-                    continue  # ended, and its files were read once more since: done
+                if t.read_after_end == final.job_id and not t.metrics.file.behind:
+                    continue  # ended, and its files were read to their end since: done
                 t.read_after_end = final.job_id  # this read catches the last rows
             else:
                 out += self._activity_reads(info)

@@ -53,6 +53,8 @@ class IncrementalFile:
         self.generation = 0
         #: True when the last result was discarded and the file should be read again now.
         self.needs_reread = False
+        #: True when the last read stopped short of the file's end (``max_bytes``).
+        self.behind = False
         self._offset = 0
         self._pending = b""
         self._inode: int | None = None
@@ -94,6 +96,7 @@ class IncrementalFile:
         if req.path != self.path or req.offset != self._offset:
             return []  # answered for an older state of this reader (e.g. before a restart)
         st = result.stat
+        self.behind = st is not None and not st.is_dir and st.size > req.offset + len(result.data)
         if st is None:
             # Absent: not created yet, or removed by a rotation. Whatever appears
             # under this name next is a new file.
