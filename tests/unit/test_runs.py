@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import socket
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 import ddp_tui
 from ddp_tui.remote.executor import Batch, BatchResult, Executor, LocalExecutor
 from ddp_tui.remote.runs import (
+    HALF_MADE_SEC,
     RUN_ID_RE,
     RunStore,
     RunStoreError,
@@ -371,3 +373,19 @@ def test_the_script_runner_is_copied_when_the_package_has_it(
         "ddp_tui_report.py",
     ]
     assert (code / "ddp_tui_report.py").read_bytes() == (runner / "report.py").read_bytes()
+
+
+def test_a_create_sweeps_the_half_made_directories_of_dead_creates(
+    tmp_path: Path, code_source: Path
+) -> None:
+    store = _store(tmp_path, code_source)
+    root = tmp_path / "runs"
+    root.mkdir()
+    dead = root / ".20250101-000000-killed-0a1b.tmp"  # a kill -9 mid-upload left it
+    young = root / ".20250101-000001-alive-0a1c.tmp"  # another instance, uploading now
+    for d in (dead, young):
+        (d / "code").mkdir(parents=True)
+    old = time.time() - HALF_MADE_SEC - 60
+    os.utime(dead, (old, old))
+    store.create_run(SPEC, "next", "#!/bin/bash\n")
+    assert not dead.exists() and young.is_dir()

@@ -24,6 +24,7 @@ from ddp_tui.remote.executor import (
     Batch,
     CommandResult,
     Executor,
+    ExecutorError,
     FileRead,
     ReadResult,
     walk_files,
@@ -72,6 +73,10 @@ REPORT_MODULE = "ddp_tui_report.py"
 
 #: "<UTC yyyymmdd-HHMMSS>-<name>-<4 hex>"
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[A-Za-z0-9_.-]+-[0-9a-f]{4}$")
+#: ``.<run id>.tmp``: a run directory being made (see :meth:`RunStore.create_run`).
+_HALF_MADE_RE = re.compile(r"^\.\d{8}-\d{6}-[A-Za-z0-9_.-]+-[0-9a-f]{4}\.tmp$")
+#: A half-made run directory untouched this long belongs to a create that died.
+HALF_MADE_SEC = 6 * 3600.0
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
 _NAME_MAX = 64
 
@@ -261,6 +266,7 @@ class RunStore:
         code_bytes = sum(_size(p) for p, _ in self.code_files())
         needed = code_bytes + (snapshot.total_bytes if snapshot else 0) + MARGIN_BYTES
         require_room(self.executor, self.root, needed, what="a new run")
+        self._sweep_half_made()
         tmp = _join(self.root, f".{run_id}.tmp")
         try:
             self.executor.makedirs(tmp)
@@ -298,6 +304,24 @@ class RunStore:
             raise
         self.last_upload = upload
         return RunRef(run_id, final)
+
+    def _sweep_half_made(self, now: float | None = None) -> list[str]:
+        """Remove the temporary directories of creates that died (a ``kill -9`` mid-upload
+        leaves one, invisible to the listing but holding disk); returns their names. Only
+        those untouched for :data:`HALF_MADE_SEC`: a live create of another instance may be
+        uploading a large project into its own."""
+        now = time.time() if now is None else now
+        try:
+            names = [n for n in self.executor.listdir(self.root) if _HALF_MADE_RE.match(n)]
+        except (OSError, ExecutorError):
+            return []
+        gone = []
+        for name in names:
+            st = self.executor.stat(_join(self.root, name))
+            if st is not None and now - st.mtime > HALF_MADE_SEC:
+                self.executor.remove_tree(_join(self.root, name))
+                gone.append(name)
+        return gone
 
     def _free_run_id(self, name: str) -> tuple[str, str]:
         for _ in range(10):
