@@ -5,7 +5,6 @@ is wrong. The real facade and local scheduler, and real damaged copies of a fini
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -69,7 +68,7 @@ async def test_jobs_lists_every_healthy_run_beside_the_damaged_ones(
                     d.file == case.file for d in view.damage
                 ), (case.name, view.damage)
 
-        # Run detail of a damaged run names what is wrong, and Escape comes straight back.
+        # Run detail of a damaged run names what is wrong, and Escape goes back to Jobs.
         target = next(v for v in views.values() if v.damage and v.state_label == "DAMAGED")
         table.move_cursor(row=table.order.index(target.run_id))
         detail = await open_run(pilot, target)
@@ -79,7 +78,6 @@ async def test_jobs_lists_every_healthy_run_beside_the_damaged_ones(
             pilot, lambda: "DAMAGED" in str(summary.render()), "the damage in Run detail"
         )
         assert str(target.damage[0]) in str(summary.render())
-        start = time.monotonic()
+        # How fast is for benchmarks/bench_tui.py; here, only that it comes back at all.
         await pilot.press("escape")
         await wait_until(pilot, lambda: isinstance(app.screen, JobsScreen), "Jobs again")
-        assert time.monotonic() - start < 5.0
