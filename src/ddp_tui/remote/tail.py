@@ -176,12 +176,8 @@ def parse_metrics_row(header: list[str], line: str) -> MetricsRow | None:
         return None
     row: MetricsRow = {}
     for name, cell in zip(header, fields, strict=True):
-        cell = cell.strip()
-        if not cell:
-            row[name] = None
-            continue
-        try:
-            row[name] = float(cell)
+        try:  # (float() takes surrounding blanks; a blank or empty cell is None)
+            row[name] = float(cell) if cell else None
         except ValueError:
             row[name] = None
     return row
@@ -272,18 +268,20 @@ class PlotSample:
         x = row.get("epoch")
         if x is None or not math.isfinite(x):
             return  # nothing to place it at
+        isfinite, los, his, last = math.isfinite, self._lo, self._hi, self._last
         for c in self.columns:
             y = row.get(c)
-            if y is None or not math.isfinite(y):
+            if y is None or not isfinite(y):
                 continue
             point = (index, x, y)
-            lo, hi = self._lo[c], self._hi[c]
+            lo, hi = los[c], his[c]
             if (low := lo[bucket]) is None or y < low[2]:
                 lo[bucket] = point
             if (high := hi[bucket]) is None or y > high[2]:
                 hi[bucket] = point
-            self._first.setdefault(c, point)
-            self._last[c] = point
+            if c not in last:
+                self._first[c] = point
+            last[c] = point
 
     def _halve(self) -> None:
         for c in self.columns:
