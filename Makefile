@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_snapshot.py
 	$(PY) benchmarks/bench_submit.py
 	$(PY) benchmarks/bench_tui.py
+	$(PY) benchmarks/bench_metrics.py     # a 100,000-row metrics.csv against 100 rows: 3 to 5 minutes
 	$(PY) benchmarks/bench_remote.py
 	$(PY) benchmarks/bench_clean_exit.py   # 100 + 100 torchrun runs: about 20 minutes
 
