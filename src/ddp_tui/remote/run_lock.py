@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddp_tui.remote.executor import Executor, ExecutorError
+from ddp_tui.remote.local.processes import pid_alive
 from ddp_tui.remote.runs import RunRef, RunStoreError
 
 LOCK_DIR = ".submit.lock"
@@ -73,16 +74,6 @@ def _owner_of(data: bytes) -> Owner | None:
         return Owner(str(doc["host"]), int(doc["pid"]), float(doc["at"]), str(doc["token"]))
     except (ValueError, KeyError, TypeError):
         return None
-
-
-def _pid_runs(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class RunLock:
@@ -136,7 +127,7 @@ class RunLock:
         owner = self.owner()
         if owner is None:
             return time.time() - mtime > OWNERLESS_SEC
-        if owner.host == self.host and not _pid_runs(owner.pid):
+        if owner.host == self.host and not pid_alive(owner.pid, None):
             return True
         return time.time() - owner.at > STALE_SEC
 

@@ -76,13 +76,9 @@ def submit_attempt(
             require_room(store.executor, ref.path, MARGIN_BYTES, what="another attempt")
         retry_of = known[-1] if known else None
         intent = intent_record(len(known) + 1, retry_of)
-        try:
-            store.append_job(ref, intent)
-        except (OSError, ExecutorError) as exc:
-            raise RunStoreError(
-                f"cannot record a submit of {ref.run_id} in {ref.file('jobs.jsonl')}: "
-                f"{getattr(exc, 'strerror', None) or exc}; nothing was submitted"
-            ) from exc
+        _record(
+            store, ref, intent, f"cannot record a submit of {ref.run_id}; nothing was submitted"
+        )
         try:
             job_id = scheduler.submit(ref.file(SCRIPT_FILE), ref.path)
         except SchedulerError as exc:
@@ -90,21 +86,28 @@ def submit_attempt(
                 raise  # sbatch answered: it refused the job
             try:
                 job_id = recover_lost_submit(scheduler, ref, known, exc, recover_sec=recover_sec)
-            except SchedulerError as lost:
-                if isinstance(lost, NothingQueued):  # the scheduler said so
-                    store.append_job(ref, void_record(str(intent["token"])))
+            except NothingQueued:  # the scheduler said so: the intent came to nothing
+                store.append_job(ref, void_record(str(intent["token"])))
                 raise
         record = attempt_record(job_id, scheduler.name, retry_of, len(known) + 1)
         record["intent"] = intent["token"]
-        try:
-            store.append_job(ref, record)
-        except (OSError, ExecutorError) as exc:
-            raise RunStoreError(
-                f"job {job_id} was submitted for {ref.run_id} but could not be recorded "
-                f"({getattr(exc, 'strerror', None) or exc}); the next refresh adopts it once "
-                f"{ref.path} is writable again"
-            ) from exc
+        _record(
+            store,
+            ref,
+            record,
+            f"job {job_id} was submitted for {ref.run_id} but could not be recorded; the next "
+            "refresh adopts it once the run directory is writable again",
+        )
         return job_id
+
+
+def _record(store: RunStore, ref: RunRef, record: Mapping[str, Any], failure: str) -> None:
+    """Append ``record`` to the run's jobs.jsonl, or raise ``failure`` with where and why."""
+    try:
+        store.append_job(ref, record)
+    except (OSError, ExecutorError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise RunStoreError(f"{failure} ({ref.file('jobs.jsonl')}: {why})") from exc
 
 
 def _reconcile(scheduler: Scheduler, store: RunStore, ref: RunRef) -> list[str]:
