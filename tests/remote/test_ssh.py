@@ -897,7 +897,8 @@ def test_sftp_file_operations(client: Client, tmp_path: Path) -> None:
 def test_a_snapshot_upload_is_one_command_and_arrives_intact(
     client: Client, tmp_path: Path
 ) -> None:
-    """create_run with a project: code/ and project/ in one tar stream, one command."""
+    """create_run with a project: code/ and project/ in one tar stream, one command (after
+    the one that checks the runs root's free space)."""
     env = client.env
     project = tmp_path / "project"
     (project / "pkg" / "deep" / "er").mkdir(parents=True)
@@ -916,7 +917,8 @@ def test_a_snapshot_upload_is_one_command_and_arrives_intact(
     store = RunStore(ex, root)
     execs, trips = ex.exec_count, ex.round_trips
     run = store.create_run({"name": "snap"}, "snap", "#!/bin/bash\n", snapshot=manifest)
-    assert (ex.exec_count - execs, ex.round_trips - trips) == (1, 1)
+    # Two commands: the free-space check (df) before anything is made, then the upload.
+    assert (ex.exec_count - execs, ex.round_trips - trips) == (2, 2)
     run_dir = env.home / f"runs-{os.getpid()}" / run.run_id
     dst = run_dir / "project"
     got = sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*") if p.is_file())
