@@ -359,3 +359,14 @@ def test_a_plan_made_without_sinfo_says_what_it_did_not_check(
     cluster.submit(plan)
     sched.sinfo_fails = False
     assert cluster.plan(tiny()).warnings == ()
+
+
+def test_cancel_ends_the_recorded_job_while_the_scheduler_cannot_list_the_runs_jobs(
+    cluster: Cluster, sched: FakeScheduler
+) -> None:
+    view = submit(cluster)
+    assert view.job_id
+    sched.set(view.job_id, JobState.RUNNING)
+    sched.jobs_in_dir_fails = True  # sacct down: the run's unrecorded jobs cannot be listed
+    assert cluster.cancel(view.run_id) == [view.job_id]
+    assert sched.jobs[view.job_id].state is JobState.CANCELLED

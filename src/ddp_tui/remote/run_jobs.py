@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ddp_tui.remote.executor import ExecutorError
 from ddp_tui.remote.history import attempt_record, pending_intents, split_job_lines, void_record
 from ddp_tui.remote.run_lock import RunLock
 from ddp_tui.remote.runs import RunRef, RunStore
@@ -129,9 +130,10 @@ def live_jobs(scheduler: Scheduler, job_ids: Sequence[str]) -> list[JobStatus]:
 
 
 def all_job_ids(scheduler: Scheduler, store: RunStore, ref: RunRef) -> list[str]:
-    """Recorded and unrecorded jobs of the run, without asking twice for one."""
+    """Recorded and unrecorded jobs of the run, without asking twice for one. Where the
+    scheduler cannot list them (sacct down), the recorded ones: a cancel still ends those."""
     ids = recorded_ids(store.read_jobs(ref))
-    with contextlib.suppress(NotImplementedError):
+    with contextlib.suppress(NotImplementedError, SchedulerError, ExecutorError):
         ids += [j for j in scheduler.jobs_in_dir(ref.path) if j not in ids]
     return ids
 
