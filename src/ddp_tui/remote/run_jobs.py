@@ -36,11 +36,12 @@ def recorded_ids(records: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def adopt_unrecorded(
-    scheduler: Scheduler, store: RunStore, ref: RunRef, records: Sequence[Mapping[str, Any]]
+    scheduler: Scheduler, store: RunStore, ref: RunRef, records: list[dict[str, Any]]
 ) -> list[str]:
-    """Record every job the scheduler has for ``ref`` that ``records`` lacks (oldest first),
-    each answering the oldest pending intent; returns their ids. The caller holds the run's
-    lock (:mod:`ddp_tui.remote.run_lock`)."""
+    """Record every job the scheduler has for ``ref`` that ``records`` (the run's
+    ``jobs.jsonl``, read under the lock) lacks, oldest first, each answering the oldest
+    pending intent; ``records`` gains each line written. Returns their ids. The caller holds
+    the run's lock (:mod:`ddp_tui.remote.run_lock`)."""
     known = recorded_ids(records)
     found = [j for j in scheduler.jobs_in_dir(ref.path) if j not in known]
     pending = pending_intents(records)
@@ -54,23 +55,32 @@ def adopt_unrecorded(
         if intent is not None:
             rec["intent"] = intent.get("token")
         store.append_job(ref, rec)
+        records.append(rec)
         known.append(job_id)
     return found
 
 
 def close_void_intents(
-    scheduler: Scheduler, store: RunStore, ref: RunRef, *, now: float | None = None
+    scheduler: Scheduler,
+    store: RunStore,
+    ref: RunRef,
+    records: list[dict[str, Any]],
+    *,
+    now: float | None = None,
 ) -> list[str]:
-    """Void what is still pending after an adoption: no job came of those intents. Not
-    those younger than the scheduler's ``submit_in_flight_sec`` (a killed app does not kill
-    the sbatch it started); their ``by`` is returned."""
+    """Void what ``records`` still has pending after an adoption: no job came of those
+    intents; ``records`` gains each void line. Not those younger than the scheduler's
+    ``submit_in_flight_sec`` (a killed app does not kill the sbatch it started); their
+    ``by`` is returned."""
     now = time.time() if now is None else now
     young: list[str] = []
-    for intent in pending_intents(store.read_jobs(ref)):
+    for intent in pending_intents(records):
         if now - _epoch(intent.get("at")) < scheduler.submit_in_flight_sec:
             young.append(str(intent.get("by") or "another process"))
         else:
-            store.append_job(ref, void_record(str(intent.get("token"))))
+            void = void_record(str(intent.get("token")))
+            store.append_job(ref, void)
+            records.append(void)
     return young
 
 
@@ -102,12 +112,13 @@ class IntentReconciler:
         if not lock.try_acquire():
             return False  # its submitter is alive: its own attempt line will answer
         try:
-            before = self.store.read_jobs(ref)
-            if not pending_intents(before):
+            records = self.store.read_jobs(ref)
+            if not pending_intents(records):
                 return False
-            adopt_unrecorded(self.scheduler, self.store, ref, before)
-            close_void_intents(self.scheduler, self.store, ref)
-            return len(self.store.read_jobs(ref)) != len(before)
+            before = len(records)
+            adopt_unrecorded(self.scheduler, self.store, ref, records)
+            close_void_intents(self.scheduler, self.store, ref, records)
+            return len(records) != before
         finally:
             lock.release()
 

@@ -263,7 +263,8 @@ class RunStore:
                 raise RunExists(f"the run directory {final} exists already")
         else:
             run_id, final = self._free_run_id(name)
-        code_bytes = sum(_size(p) for p, _ in self.code_files())
+        code = self.code_files()
+        code_bytes = sum(_size(p) for p, _ in code)
         needed = code_bytes + (snapshot.total_bytes if snapshot else 0) + MARGIN_BYTES
         require_room(self.executor, self.root, needed, what="a new run")
         self._sweep_half_made()
@@ -284,7 +285,7 @@ class RunStore:
             )
             self.executor.write_atomic(_join(tmp, SCRIPT_FILE), script.encode(), mode=0o755)
             self.executor.write_atomic(_join(tmp, JOBS_FILE), b"")
-            upload = self._upload(tmp, snapshot)
+            upload = self._upload(tmp, code, snapshot)
             if snapshot is not None:
                 if not snapshot.files:  # the job still starts in project/
                     self.executor.makedirs(_join(tmp, PROJECT_DIR))
@@ -359,8 +360,10 @@ class RunStore:
                 files.append((str(report), REPORT_MODULE))
         return files
 
-    def _upload(self, run_dir: str, snapshot: SnapshotManifest | None) -> Upload:
-        code = [(p, f"{CODE_DIR}/{arc}") for p, arc in self.code_files()]
+    def _upload(
+        self, run_dir: str, code_files: Sequence[tuple[str, str]], snapshot: SnapshotManifest | None
+    ) -> Upload:
+        code = [(p, f"{CODE_DIR}/{arc}") for p, arc in code_files]
         project = [(p, f"{PROJECT_DIR}/{arc}") for p, arc in (snapshot.files if snapshot else ())]
         start = time.monotonic()
         try:

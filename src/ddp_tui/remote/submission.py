@@ -68,8 +68,8 @@ def submit_attempt(
     is there now). ``fresh`` marks a run directory made a moment ago by this process, which
     no scheduler can know yet: it skips asking for the run's jobs."""
     with RunLock(store.executor, ref).held():
-        adopted = [] if fresh else _reconcile(scheduler, store, ref)
         records = store.read_jobs(ref)
+        adopted = [] if fresh else _reconcile(scheduler, store, ref, records)
         known = recorded_ids(records)
         _refuse_if_taken(scheduler, ref, records, known, adopted, seen)
         if not fresh:  # a new run's room was checked with its files
@@ -110,11 +110,14 @@ def _record(store: RunStore, ref: RunRef, record: Mapping[str, Any], failure: st
         raise RunStoreError(f"{failure} ({ref.file('jobs.jsonl')}: {why})") from exc
 
 
-def _reconcile(scheduler: Scheduler, store: RunStore, ref: RunRef) -> list[str]:
-    """Adopt the run's unrecorded jobs and void its empty intents (the lock is held);
-    returns the adopted ids. Refused while an unfinished submit may still queue a job."""
-    adopted = adopt_unrecorded(scheduler, store, ref, store.read_jobs(ref))
-    in_flight = close_void_intents(scheduler, store, ref)
+def _reconcile(
+    scheduler: Scheduler, store: RunStore, ref: RunRef, records: list[dict[str, Any]]
+) -> list[str]:
+    """Adopt the run's unrecorded jobs and void its empty intents (the lock is held;
+    ``records`` gains the lines written); returns the adopted ids. Refused while an
+    unfinished submit may still queue a job."""
+    adopted = adopt_unrecorded(scheduler, store, ref, records)
+    in_flight = close_void_intents(scheduler, store, ref, records)
     if in_flight:
         raise SchedulerError(
             f"a submit of {ref.run_id} by {in_flight[-1]} did not finish and may still "
