@@ -379,13 +379,7 @@ class Cluster:
     def _reconcile_intents(self, infos: Sequence[RunInfo]) -> str | None:
         """Adopt the jobs of submitters that died between their intent and their job id
         (the next listing shows them); an error only says why it could not be done now."""
-        for info in infos:
-            if info.unanswered_intent:
-                try:
-                    self.intents.reconcile(info.ref)
-                except (SchedulerError, ExecutorError, RunStoreError, OSError) as exc:
-                    return f"{info.run_id}: an interrupted submit is not resolved yet ({exc})"
-        return None
+        return self.intents.reconcile_listed(infos)
 
     def _read_just_ended(self, infos: Sequence[RunInfo]) -> str | None:
         """One more read of the table files of runs whose end this refresh just learned.

@@ -23,7 +23,7 @@ from typing import Any
 from ddp_tui.remote.executor import ExecutorError
 from ddp_tui.remote.history import attempt_record, pending_intents, split_job_lines, void_record
 from ddp_tui.remote.run_lock import RunLock
-from ddp_tui.remote.runs import RunRef, RunStore
+from ddp_tui.remote.runs import RunInfo, RunRef, RunStore, RunStoreError
 from ddp_tui.remote.scheduler import AccountingUnavailable, JobStatus, Scheduler, SchedulerError
 
 RECONCILE_EVERY_SEC = 10.0
@@ -121,6 +121,17 @@ class IntentReconciler:
             return len(records) != before
         finally:
             lock.release()
+
+    def reconcile_listed(self, infos: Iterable[RunInfo]) -> str | None:
+        """:meth:`reconcile` every listed run with an unanswered intent; the first error
+        says why one could not be resolved now (it is tried again at a later refresh)."""
+        for info in infos:
+            if info.unanswered_intent:
+                try:
+                    self.reconcile(info.ref)
+                except (SchedulerError, ExecutorError, RunStoreError, OSError) as exc:
+                    return f"{info.run_id}: an interrupted submit is not resolved yet ({exc})"
+        return None
 
 
 def statuses(scheduler: Scheduler, job_ids: Sequence[str]) -> dict[str, JobStatus]:
