@@ -19,6 +19,7 @@ this machine, with Slurm when ``sbatch`` is found and the embedded scheduler oth
     stall_after_min = 10             # a running job quiet this long is "stalled"; 0: never
     cancel_stalled = false           # true: cancel a stalled job instead of only marking it
     check_python = true              # before a submit: does the job's python have torch?
+    advisor_threshold = 0.8          # the scaling advice's efficiency floor, above 0 and at most 1
     local_state_dir = "~/.ddp-state" # the local scheduler's job files (default: under
                                      # $XDG_STATE_HOME, else ~/.local/state)
 
@@ -111,6 +112,8 @@ class Profile:
     # The local scheduler's state directory (job files, its lock); None: the default
     # under $XDG_STATE_HOME. A key of its own, so that an unwritable HOME can be avoided.
     local_state_dir: str | None = None
+    # The efficiency the scaling advice keeps to (``ddp-tui advise --threshold`` overrides).
+    advisor_threshold: float = 0.8
 
     def __post_init__(self) -> None:
         # Admins throttle users who poll squeue faster than every few seconds.
@@ -262,6 +265,17 @@ def _minutes(v: object) -> float:
     return float(v)
 
 
+def _fraction(v: object) -> float:
+    # TOML has nan and inf; neither is an efficiency.
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, int | float)
+        or not (math.isfinite(v) and 0 < v <= 1)
+    ):
+        raise TypeError("must be a fraction, more than 0 and at most 1 (0.8: 80% efficiency)")
+    return float(v)
+
+
 def _bool(v: object) -> bool:
     if not isinstance(v, bool):
         raise TypeError("must be true or false")
@@ -313,6 +327,7 @@ _FIELDS: Final[dict[str, Callable[[object], Any]]] = {
     "cancel_stalled": _bool,
     "check_python": _bool,
     "local_state_dir": _local_path,
+    "advisor_threshold": _fraction,
 }
 #: Directories on this machine that a profile without a host must be able to use.
 _LOCAL_DIRS: Final = ("runs_root", "local_state_dir")

@@ -75,6 +75,7 @@ from ddp_tui.spec import ExperimentSpec, FieldError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ddp_tui.advisor import Advice
     from ddp_tui.config import Profile
 
 
@@ -578,6 +579,27 @@ class Cluster:
 
         return export_comparison(
             self.store, group, telemetry=self.telemetry, metrics=self.compare_metrics
+        )
+
+    def advise(
+        self, group: str, *, threshold: float | None = None, deadline_sec: float | None = None
+    ) -> Advice:
+        """The group's scaling advice (:mod:`ddp_tui.remote.advising`); ``threshold``: the
+        efficiency to keep to, else the profile's ``advisor_threshold``."""
+        from ddp_tui.remote.advising import advise_group  # pandas, only when advising
+
+        try:
+            partitions = self.partitions()
+        except (SchedulerError, ExecutorError):
+            partitions = []  # sinfo down: the advice goes on without the partition's size
+        return advise_group(
+            self.store,
+            group,
+            partitions=partitions,
+            telemetry=self.telemetry,
+            metrics=self.compare_metrics,
+            threshold=self.profile.advisor_threshold if threshold is None else threshold,
+            deadline_sec=deadline_sec,
         )
 
     def close(self) -> None:
