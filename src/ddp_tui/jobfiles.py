@@ -61,7 +61,12 @@ METRICS_COLUMNS: Final = (
     "cpu_util_avg",
     "world_size",
     "mfu",
+    # The step breakdown (docs/step-breakdown.md): data + compute + comm + other = epoch time.
+    "comm_time_sec",
+    "other_time_sec",
 )
+#: Rank 0's per-epoch, per-rank step times (docs/step-breakdown.md), one JSON line per epoch.
+STEP_TIMES_FILE: Final = "step_times.jsonl"
 
 
 def utc_now() -> str:

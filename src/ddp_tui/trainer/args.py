@@ -7,6 +7,7 @@ argument and end in exit code 2.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -70,6 +71,8 @@ class TrainConfig:
     deterministic: bool = False
     data_on_device: bool = False
     peak_tflops: float | None = None
+    bucket_cap_mb: float = 25.0
+    calibration_steps: int = 5
 
     def base_lr(self) -> float:
         """The learning rate before scaling: the given one, or the optimizer's usual default."""
@@ -170,6 +173,19 @@ def build_parser(prog: str = "ddp-train") -> argparse.ArgumentParser:
     r.add_argument("--ckpt-every-steps", type=int, default=d.ckpt_every_steps)
     r.add_argument("--progress-every", type=int, default=d.progress_every)
     r.add_argument("--max-steps-per-epoch", type=int, default=d.max_steps_per_epoch)
+    r.add_argument(
+        "--bucket-cap-mb",
+        type=float,
+        default=d.bucket_cap_mb,
+        help="DDP's gradient bucket size in MiB (default 25, DDP's own)",
+    )
+    r.add_argument(
+        "--calibration-steps",
+        type=int,
+        default=d.calibration_steps,
+        help="forward+backward passes without all-reduce at each start, to tell exposed "
+        "communication from compute (0: off; see docs/step-breakdown.md)",
+    )
     return p
 
 
@@ -203,6 +219,7 @@ def validate(cfg: TrainConfig) -> None:
         ("--progress-every", cfg.progress_every, 0),
         ("--max-steps-per-epoch", cfg.max_steps_per_epoch, 0),
         ("--seed", cfg.seed, 0),
+        ("--calibration-steps", cfg.calibration_steps, 0),
     ):
         _at_least(name, value, low)
     for name, fvalue in (
@@ -210,8 +227,13 @@ def validate(cfg: TrainConfig) -> None:
         ("--gamma", cfg.gamma),
         ("--timeout-sec", cfg.timeout_sec),
         ("--peak-tflops", cfg.peak_tflops),
+        ("--bucket-cap-mb", cfg.bucket_cap_mb),
     ):
         _positive(name, fvalue)
+    if not math.isfinite(cfg.bucket_cap_mb):
+        raise UsageError(
+            "--bucket-cap-mb", f"must be a finite size in MiB, got {cfg.bucket_cap_mb:g}"
+        )
     if cfg.model not in BUILTIN_MODELS and ":" in cfg.model and not _USER_CALLABLE.match(cfg.model):
         raise UsageError("--model", f"{cfg.model!r} is not of the form package.module:function")
     if not re.match(r"^[\w.:]+$", cfg.model):

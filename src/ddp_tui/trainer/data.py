@@ -253,8 +253,13 @@ def default_workers(world: World) -> int:
     return max(0, min(8, cpus // max(1, world.env.local_world_size) - 1))
 
 
+def loader_workers(cfg: TrainConfig, world: World) -> int:
+    """The workers each of this rank's data loaders uses: --workers, else the default."""
+    return cfg.workers if cfg.workers is not None else default_workers(world)
+
+
 def _loader_kwargs(cfg: TrainConfig, world: World) -> dict[str, Any]:
-    workers = cfg.workers if cfg.workers is not None else default_workers(world)
+    workers = loader_workers(cfg, world)
     kwargs: dict[str, Any] = {
         "batch_size": cfg.batch_size,
         "num_workers": workers,

@@ -11,13 +11,13 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ddp_tui.jobfiles import METRICS_COLUMNS, csv_cell, writing
+from ddp_tui.jobfiles import METRICS_COLUMNS, RunWriteError, csv_cell, json_objects, writing
 
 COLUMNS = METRICS_COLUMNS
 
@@ -101,6 +101,44 @@ class MetricsCsv:
     def append(self, row: Mapping[str, Any]) -> None:
         """Append one epoch's row and flush it to disk."""
         line = ",".join(csv_cell(row.get(col)) for col in COLUMNS) + "\n"
+        with writing(self.path), self.path.open("a") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+class StepTimesLog:
+    """``step_times.jsonl``: rank 0 appends one line per epoch, every rank's step times
+    (docs/step-breakdown.md). A failed write raises :class:`~ddp_tui.jobfiles.RunWriteError`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def prepare(self, epochs_completed: int) -> None:
+        """Keep only the lines of epochs a checkpoint covers, as :meth:`MetricsCsv.prepare`."""
+        kept: dict[int, str] = {}
+        try:
+            lines = self.path.read_text().splitlines()
+        except FileNotFoundError:
+            lines = []
+        except OSError as exc:
+            raise RunWriteError(self.path, exc) from exc
+        for record in json_objects(lines):
+            epoch = record.get("epoch")
+            if isinstance(epoch, int) and 1 <= epoch <= epochs_completed:
+                kept.setdefault(epoch, json.dumps(record) + "\n")
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        try:
+            with writing(self.path):
+                tmp.write_text("".join(kept[e] for e in sorted(kept)))
+                os.replace(tmp, self.path)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+
+    def append(self, epoch: int, ranks: Sequence[Mapping[str, Any]]) -> None:
+        """Append one epoch's line and flush it to disk."""
+        line = json.dumps({"epoch": epoch, "ranks": list(ranks)}) + "\n"
         with writing(self.path), self.path.open("a") as fh:
             fh.write(line)
             fh.flush()

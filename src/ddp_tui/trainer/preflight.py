@@ -268,26 +268,11 @@ def _bandwidth(
     world: Any, min_bytes: int, max_bytes: int, sync: Callable[[], None]
 ) -> list[dict[str, Any]]:
     """Time all_reduce per message size; times are the slowest rank's."""
-    import torch
-    import torch.distributed as dist
-
-    from .distributed import all_max
-
     rows: list[dict[str, Any]] = []
     n = world.world_size
     for nbytes in message_sizes(min_bytes, max_bytes):
-        buf = torch.ones(nbytes // 4, dtype=torch.float32, device=world.device)
         iters = _iterations(nbytes)
-        for _ in range(2):  # warm-up: connection set-up and allocator
-            dist.all_reduce(buf)
-        sync()
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            dist.all_reduce(buf)
-        sync()
-        elapsed = (time.perf_counter() - t0) / iters
-        (elapsed,) = all_max(world, [elapsed])
+        elapsed = all_reduce_seconds(world, nbytes, iters, sync)
         algbw = nbytes / elapsed / 1e9
         rows.append(
             {
@@ -299,8 +284,29 @@ def _bandwidth(
                 "busbw_gbps": bus_bandwidth(algbw, n),
             }
         )
-        del buf
     return rows
+
+
+def all_reduce_seconds(world: Any, nbytes: int, iters: int, sync: Callable[[], None]) -> float:
+    """Seconds one all_reduce of ``nbytes`` (float32) takes on the default group: the mean of
+    ``iters`` timed after two warm-ups, the slowest rank's (every rank gets the same number)."""
+    import torch
+    import torch.distributed as dist
+
+    from .distributed import all_max
+
+    buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=world.device)
+    for _ in range(2):  # warm-up: connection set-up and allocator
+        dist.all_reduce(buf)
+    sync()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(buf)
+    sync()
+    elapsed = (time.perf_counter() - t0) / iters
+    (elapsed,) = all_max(world, [elapsed])
+    return elapsed
 
 
 def _print_table(report: dict[str, Any]) -> None:

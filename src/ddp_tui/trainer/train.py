@@ -22,12 +22,33 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from ddp_tui.jobfiles import RunWriteError
+from ddp_tui.jobfiles import STEP_TIMES_FILE, RunWriteError
 
 from . import EXIT_OK, EXIT_REQUEUE
 from .args import BUILTIN_MODELS, TrainConfig
+from .breakdown import (
+    Calibrated,
+    RankEpoch,
+    allreduce_probe,
+    breakdown_columns,
+    bucket_count,
+    calibrate,
+    exposed_comm_sum,
+    fake_slow_rank_delay,
+    grad_bytes,
+    rank_epoch,
+    sleep_if_slow,
+)
 from .checkpoint import checkpoint_path, load, rng_state, save_atomic, set_rng_state
-from .data import CLASSIFICATION, DataBundle, build_data, train_loader, val_loader
+from .data import (
+    CLASSIFICATION,
+    DataBundle,
+    DeviceBatches,
+    build_data,
+    loader_workers,
+    train_loader,
+    val_loader,
+)
 from .distributed import (
     StopVote,
     World,
@@ -49,6 +70,7 @@ from .metrics import (
     GpuUtilisation,
     MetricsCsv,
     ProgressLog,
+    StepTimesLog,
     device_peak_flops,
 )
 from .models import build_model, check_model_name, has_conv, training_flops_per_sample
@@ -72,6 +94,9 @@ class EpochSums:
     train_time: float = 0.0
     epoch_time: float = 0.0
     lr: float = 0.0
+    # Exposed communication, unclamped (docs/step-breakdown.md); a default, so that older
+    # checkpoints still load.
+    comm_raw: float = 0.0
 
 
 def resolve_precision(requested: str, device: torch.device) -> str:
@@ -143,12 +168,18 @@ class Trainer:
                 model,
                 device_ids=[self.device.index] if self.device.type == "cuda" else None,
                 gradient_as_bucket_view=True,
+                bucket_cap_mb=cfg.bucket_cap_mb,
             )
             train_model = self.ddp
+        self.grad_bytes = grad_bytes(model)
+        self.allreduce_probe = allreduce_probe(world, self.grad_bytes, cfg.bucket_cap_mb)
         self.train_model: Any = torch.compile(train_model) if cfg.compile else train_model
         self.autocast = autocast_factory(self.precision, self.device)
 
         self.train_loader, self.sampler = train_loader(cfg, world, self.data.train)
+        self.loader_workers = (
+            0 if isinstance(self.train_loader, DeviceBatches) else loader_workers(cfg, world)
+        )
         self.val_loader = (
             val_loader(cfg, world, self.data.val) if self.data.val is not None else None
         )
@@ -172,6 +203,12 @@ class Trainer:
         self.partial: EpochSums | None = None
         self.run_info: RunInfo | None = None
         self.metrics = MetricsCsv(self.run_dir / "metrics.csv")
+        self.step_times = StepTimesLog(self.run_dir / STEP_TIMES_FILE)
+        # The step breakdown: calibrated once per attempt, on its first training batch.
+        self.calibrated: Calibrated | None = None
+        self.calibration_pending = cfg.calibration_steps > 0
+        self.buckets_pending = self.ddp is not None
+        self.slow_delay = fake_slow_rank_delay(world.rank)
         self.progress: ProgressLog | None = None
         self.stop_signal = ""
 
@@ -238,6 +275,7 @@ class Trainer:
             return
         clear_requeue_request(self.run_dir)
         self.metrics.prepare(epochs_done)
+        self.step_times.prepare(epochs_done)
         self.progress = ProgressLog(self.run_dir / "progress.jsonl")
         env = self.world.env
         cfg = self.cfg
@@ -274,6 +312,13 @@ class Trainer:
             "flops_per_sample": self.flops_per_sample,
             "data": self.data.description,
             "args": cfg.as_dict(),
+            "loader_workers": self.loader_workers,
+            "grad_bytes": self.grad_bytes,
+            "ddp": {"bucket_cap_mb": cfg.bucket_cap_mb, "buckets": None}
+            if self.ddp is not None
+            else None,
+            "calibration": None,  # set once the calibration has run
+            "allreduce_probe": self.allreduce_probe,
         }
         self.run_info = RunInfo.start(self.run_dir / "run.json", data)
         print(
@@ -421,15 +466,27 @@ class Trainer:
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         self.module.train()
-        t_start = time.perf_counter()
-        mark = (t_start, 0, 0.0)  # progress: time, count, loss sum at the last report
         it = iter(self.train_loader)
+        # The calibration batch is then trained on as the first step; its fetch counts as
+        # that step's data wait, and the epoch's clock leaves the calibration out.
+        first_batch, fetch_time = None, 0.0
+        if self.calibration_pending and first_step < steps:
+            t0 = time.perf_counter()
+            first_batch = to_device(next(it), device, self.channels_last)
+            fetch_time = time.perf_counter() - t0
+            self._calibrate(first_batch)
+        t_start = time.perf_counter() - fetch_time
+        mark = (t_start, 0, 0.0)  # progress: time, count, loss sum at the last report
         micro_done = first_step * accum
         step = first_step
         lr_used = self.optimizer.param_groups[0]["lr"]
+        calibrated = self.calibrated
 
         def snapshot() -> EpochSums:
             now = time.perf_counter()
+            comm_raw = (
+                exposed_comm_sum(timer.steps(), calibrated.fwd_bwd_sec) if calibrated else 0.0
+            )
             return EpochSums(
                 loss=sums.loss + float(loss_acc.item()),
                 correct=sums.correct + float(correct_acc.item()),
@@ -439,42 +496,53 @@ class Trainer:
                 train_time=sums.train_time + now - t_start,
                 epoch_time=sums.epoch_time + now - t_start,
                 lr=lr_used,
+                comm_raw=sums.comm_raw + comm_raw,
             )
 
         while step < steps:
             self.vote.start(self.stop.signum)
             group = min(accum, self.micro_per_epoch - micro_done)
+            timer.step_begin()
             for k in range(group):
-                t0 = time.perf_counter()
-                x, y = to_device(next(it), device, self.channels_last)
-                data_time += time.perf_counter() - t0
+                if first_batch is not None:
+                    (x, y), first_batch = first_batch, None
+                    data_time += fetch_time
+                else:
+                    t0 = time.perf_counter()
+                    if k == 0:
+                        sleep_if_slow(self.slow_delay)  # the test fake; 0 otherwise
+                    x, y = to_device(next(it), device, self.channels_last)
+                    data_time += time.perf_counter() - t0
                 timer.begin()
                 # Only the last micro-step of an accumulation group all-reduces gradients.
-                sync = (
-                    self.ddp.no_sync() if self.ddp is not None and k < group - 1 else nullcontext()
-                )
+                last = k == group - 1
+                sync = self.ddp.no_sync() if self.ddp is not None and not last else nullcontext()
                 with sync:
                     with self.autocast():
                         out = self.train_model(x)
                     loss = batch_loss(self.data.task, out, y)
                     self.scaler.scale(loss / group).backward()  # type: ignore[no-untyped-call]
+                if last:
+                    timer.synced()
                 n = y.shape[0]
                 loss_acc += loss.detach() * n
                 if classification:
                     correct_acc += (out.detach().argmax(dim=1) == y).sum()
                 count += n
-                if k < group - 1:
+                if not last:
                     timer.end()
             lr_used = self.optimizer.param_groups[0]["lr"]
             self.scaler.step(self.optimizer)
             self.scaler.update()
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
-            timer.end()
+            timer.step_end()
             micro_done += group
             step += 1
             self.global_step += 1
             self.heart.beat(epoch + 1, step, "train")
+            if self.buckets_pending and (step - first_step >= 2 or step == steps):
+                self._record_buckets()
             if cfg.progress_every and step % cfg.progress_every == 0 and self.progress is not None:
                 now = time.perf_counter()
                 total_loss = float(loss_acc.item())
@@ -501,12 +569,39 @@ class Trainer:
             ):
                 self.save_checkpoint(epoch, step, snapshot())
         final = snapshot()
-        self._end_epoch(epoch, final)
+        self._end_epoch(epoch, final, timer)
         return None
 
-    def _end_epoch(self, epoch: int, sums: EpochSums) -> None:
-        """Validate, reduce, write the metrics row, save the epoch checkpoint."""
+    def _calibrate(self, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """Once per attempt: time pure forward+backward (docs/step-breakdown.md)."""
+        self.calibration_pending = False
+        self.calibrated = calibrate(
+            steps=self.cfg.calibration_steps,
+            train_model=self.train_model,
+            module=self.module,
+            ddp=self.ddp,
+            batch=batch,
+            task=self.data.task,
+            autocast=self.autocast,
+            device=self.device,
+        )
+        if self.run_info is not None and self.calibrated is not None:
+            self.run_info.update(calibration=self.calibrated.as_dict())
+
+    def _record_buckets(self) -> None:
+        """run.json's DDP bucket count, once DDP has rebuilt its buckets (after two steps)."""
+        self.buckets_pending = False
+        if self.run_info is not None and self.ddp is not None:
+            ddp_info = {"bucket_cap_mb": self.cfg.bucket_cap_mb, "buckets": bucket_count(self.ddp)}
+            self.run_info.update(ddp=ddp_info)
+
+    def _end_epoch(self, epoch: int, sums: EpochSums, timer: ComputeTimer) -> None:
+        """Validate, reduce, write the metrics and step-times rows, save the epoch checkpoint."""
         world, cfg = self.world, self.cfg
+        mine = rank_epoch(
+            world, timer.steps(), self.calibrated,
+            data_sec=sums.data_time, measured_sec=sums.compute_time, comm_raw_sec=sums.comm_raw,
+        )  # fmt: skip
         self.heart.beat(epoch + 1, self.steps_per_epoch, "eval")
         t_val = time.perf_counter()
         sync_buffers(world, self.module)
@@ -529,12 +624,13 @@ class Trainer:
         g = all_sum(
             world,
             [
-                sums.loss, sums.correct, sums.count, sums.data_time, sums.compute_time,
+                sums.loss, sums.correct, sums.count,
                 cpu or 0.0, 1.0 if cpu is not None else 0.0,
                 gpu or 0.0, 1.0 if gpu is not None else 0.0,
             ],
         )  # fmt: skip
         train_time, peak = all_max(world, [sums.train_time, peak_mib])
+        ranks: list[RankEpoch] = all_gather(world, mine)
         if world.is_main:
             n = world.world_size
             loss_sum, correct, count = g[0], g[1], g[2]
@@ -542,6 +638,7 @@ class Trainer:
             mfu = None
             if throughput and self.flops_per_sample and self.peak_flops:
                 mfu = self.flops_per_sample * throughput / (self.peak_flops * n)
+            epoch_time = sums.epoch_time + val_time
             row: dict[str, Any] = {
                 "epoch": epoch + 1,
                 "train_loss": loss_sum / count if count else None,
@@ -550,17 +647,17 @@ class Trainer:
                 else None,
                 **validation_metrics(val_sums, self.data.task, self.data.target_scale),
                 "lr": sums.lr,
-                "epoch_time_sec": sums.epoch_time + val_time,
+                "epoch_time_sec": epoch_time,
                 "throughput_samples_per_sec": throughput,
-                "data_load_time_sec": g[3] / n,
-                "compute_time_sec": g[4] / n,
                 "gpu_mem_peak_mib": peak if self.device.type == "cuda" else None,
-                "gpu_util_avg": g[7] / g[8] if g[8] else None,
-                "cpu_util_avg": g[5] / g[6] if g[6] else None,
+                "gpu_util_avg": g[5] / g[6] if g[6] else None,
+                "cpu_util_avg": g[3] / g[4] if g[4] else None,
                 "world_size": n,
                 "mfu": mfu,
+                **breakdown_columns(ranks, epoch_time),
             }
             self.metrics.append(row)
+            self.step_times.append(epoch + 1, [r.as_dict() for r in ranks])
             print(_epoch_line(row, cfg.epochs), flush=True)
         self.save_checkpoint(epoch + 1, 0, None)
 
