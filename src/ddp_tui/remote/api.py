@@ -21,6 +21,8 @@ from ddp_tui.spec import ExperimentSpec
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ddp_tui.advisor import Advice
+
 
 class ClusterAPI(Protocol):
     """Submit, follow, compare, cancel, retry and verify runs on one cluster."""
@@ -62,6 +64,9 @@ class ClusterAPI(Protocol):
 
     # -- compare --
     def compare(self, group: str) -> pd.DataFrame: ...
+    def advise(
+        self, group: str, *, threshold: float | None = None, deadline_sec: float | None = None
+    ) -> Advice: ...
     def export_comparison(self, group: str) -> list[str]: ...
 
     def close(self) -> None: ...
