@@ -1,7 +1,7 @@
 """`ddp-tui`: the app, and scriptable subcommands on the same facade.
 
 Plain ``ddp-tui`` starts the app. ``ddp-tui submit|ls|logs|cancel|retry|verify|why|
-resources|compare|preflight`` do the same things without a screen, for scripts and CI.
+resources|compare|advise|preflight`` do the same things without a screen, for scripts and CI.
 Nothing here imports torch, and textual is imported only when the app starts.
 
 Output behaves like a Unix tool's: piped into ``head``, a command stops quietly when the
@@ -32,7 +32,17 @@ if TYPE_CHECKING:
 #: once, and older ones join it refresh by refresh (the CLI reads them all at once).
 APP_LISTING_BATCH = 200
 
-SUBCOMMANDS = ("submit", "ls", "logs", "cancel", "retry", "verify", "compare", "preflight")
+SUBCOMMANDS = (
+    "submit",
+    "ls",
+    "logs",
+    "cancel",
+    "retry",
+    "verify",
+    "compare",
+    "advise",
+    "preflight",
+)
 #: The shell's status for a process killed by SIGPIPE (128 + 13).
 EXIT_BROKEN_PIPE = 141
 
@@ -116,6 +126,8 @@ def _python_check_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ddp_tui.cli_advise import add_advise_parser
+
     p = argparse.ArgumentParser(
         prog="ddp-tui", description="Run PyTorch DDP experiments on Slurm clusters."
     )
@@ -181,7 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends")
     cp = sub.add_parser("compare", help="scaling table of a group (or of a run's group)")
     cp.add_argument("group", help="group key, or a run in the group")
-    cp.add_argument("--export", action="store_true", help="write Markdown and CSV next to the runs")
+    cp.add_argument(
+        "--export",
+        action="store_true",
+        help="write Markdown and CSV next to the runs, with the scaling advice",
+    )
+    add_advise_parser(sub)
     return p
 
 
@@ -613,13 +630,17 @@ def _cmd_logs(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
+def resolve_group(cluster: Cluster, key: str) -> str:
+    """A comparison group by its key, or the group of a run (id, prefix or job id)."""
+    if key in cluster.groups():
+        return key
+    return resolve_run(cluster, key).group or key
+
+
 def _cmd_compare(cluster: Cluster, args: argparse.Namespace) -> int:
     from ddp_tui.results import to_markdown
 
-    group = args.group
-    groups = cluster.groups()
-    if group not in groups:
-        group = resolve_run(cluster, group).group or group
+    group = resolve_group(cluster, args.group)
     df = cluster.compare(group)
     if df.empty:
         raise LookupError(f"no runs in group {group!r}")
@@ -627,6 +648,15 @@ def _cmd_compare(cluster: Cluster, args: argparse.Namespace) -> int:
     if args.export:
         for path in cluster.export_comparison(group):
             print(f"wrote {path}")
+    return 0
+
+
+def _cmd_advise(cluster: Cluster, args: argparse.Namespace) -> int:
+    from ddp_tui.cli_advise import advice_text
+
+    group = resolve_group(cluster, args.group)
+    advice = cluster.advise(group, threshold=args.threshold, deadline_sec=args.deadline)
+    print(advice_text(advice, as_json=args.json), end="")
     return 0
 
 
@@ -641,6 +671,7 @@ _COMMANDS = {
     "why": _cmd_why,
     "resources": _cmd_resources,
     "compare": _cmd_compare,
+    "advise": _cmd_advise,
 }
 
 

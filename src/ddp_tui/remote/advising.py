@@ -13,7 +13,7 @@ from typing import Any, Final
 from ddp_tui.advisor import Advice, AdvisorInputs, FabricSample, SizeRun, advise, measure
 from ddp_tui.errors import DdpTuiError
 from ddp_tui.jobfiles import STEP_TIMES_FILE
-from ddp_tui.remote.comparison import load_group
+from ddp_tui.remote.comparison import export_comparison, load_group
 from ddp_tui.remote.followers import MetricsCache, TelemetryCache, catch_up
 from ddp_tui.remote.runs import PREFLIGHT_FILE, RunInfo, RunStore, spec_nodes
 from ddp_tui.remote.tail import JsonLinesReader
@@ -133,13 +133,16 @@ def advise_group(
     metrics: MetricsCache | None = None,
     threshold: float | None = None,
     deadline_sec: float | None = None,
+    runs: Sequence[RunData] | None = None,
 ) -> Advice:
     """The scaling advice of ``group`` (see :mod:`ddp_tui.advisor`).
 
     ``threshold``: the efficiency to keep to (None: :data:`DEFAULT_THRESHOLD`; the facade
-    passes the profile's). Raises LookupError for a group with no runs, and
-    :class:`NoAdvice` while none of its runs has a steady epoch."""
-    runs = load_group(store, group, telemetry, metrics)
+    passes the profile's). ``runs``: the group's runs, loaded already. Raises LookupError
+    for a group with no runs, and :class:`NoAdvice` while none of its runs has a steady
+    epoch."""
+    if runs is None:
+        runs = load_group(store, group, telemetry, metrics)
     if not runs:
         raise LookupError(f"no runs in group {group!r}")
     step_times = read_step_times(store, runs)
@@ -163,3 +166,24 @@ def advise_group(
             notes=(note,) if note else (),
         )
     )
+
+
+def export_group(
+    store: RunStore,
+    group: str,
+    *,
+    partitions: Sequence[PartitionInfo],
+    telemetry: TelemetryCache | None = None,
+    metrics: MetricsCache | None = None,
+    threshold: float | None = None,
+) -> list[str]:
+    """Write the group's comparison with its advice (``comparison.md``, ``comparison.csv``,
+    ``advice.csv``); their paths. A group the advisor cannot advise on yet is still
+    exported, its Markdown saying why there is no advice."""
+    runs = load_group(store, group, telemetry, metrics)
+    advice: Advice | str
+    try:
+        advice = advise_group(store, group, partitions=partitions, threshold=threshold, runs=runs)
+    except (LookupError, NoAdvice) as exc:
+        advice = str(exc)
+    return export_comparison(store, group, runs=runs, advice=advice)

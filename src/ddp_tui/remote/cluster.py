@@ -574,11 +574,17 @@ class Cluster:
         return scaling_table(load_group(self.store, group, self.telemetry, self.compare_metrics))
 
     def export_comparison(self, group: str) -> list[str]:
-        """Write the group's comparison (Markdown and CSV) next to the runs; their paths."""
-        from ddp_tui.remote.comparison import export_comparison
+        """Write the group's comparison (Markdown and CSV) and its scaling advice (in the
+        Markdown, and ``advice.csv``) next to the runs; their paths."""
+        from ddp_tui.remote.advising import export_group
 
-        return export_comparison(
-            self.store, group, telemetry=self.telemetry, metrics=self.compare_metrics
+        return export_group(
+            self.store,
+            group,
+            partitions=self._known_partitions(),
+            telemetry=self.telemetry,
+            metrics=self.compare_metrics,
+            threshold=self.profile.advisor_threshold,
         )
 
     def advise(
@@ -588,19 +594,23 @@ class Cluster:
         efficiency to keep to, else the profile's ``advisor_threshold``."""
         from ddp_tui.remote.advising import advise_group  # pandas, only when advising
 
-        try:
-            partitions = self.partitions()
-        except (SchedulerError, ExecutorError):
-            partitions = []  # sinfo down: the advice goes on without the partition's size
         return advise_group(
             self.store,
             group,
-            partitions=partitions,
+            partitions=self._known_partitions(),
             telemetry=self.telemetry,
             metrics=self.compare_metrics,
             threshold=self.profile.advisor_threshold if threshold is None else threshold,
             deadline_sec=deadline_sec,
         )
+
+    def _known_partitions(self) -> list[PartitionInfo]:
+        """The partitions, or none while sinfo does not answer: the advice then goes on
+        without the partition's size."""
+        try:
+            return self.partitions()
+        except (SchedulerError, ExecutorError):
+            return []
 
     def close(self) -> None:
         self.executor.close()

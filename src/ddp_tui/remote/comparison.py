@@ -8,10 +8,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from ddp_tui.advisor import Advice
+from ddp_tui.advisor.report import advice_csv, advice_markdown
 from ddp_tui.remote.followers import MetricsCache, TelemetryCache
 from ddp_tui.remote.runs import RunInfo, RunRef, RunStore, RunStoreError, spec_nodes
 from ddp_tui.remote.tail import MetricsRow
 from ddp_tui.results import RunData, comparison_markdown, scaling_table, to_csv
+
+#: The heading of the advice's section in ``comparison.md``.
+ADVICE_HEADING = "## Scaling advice"
 
 
 def load_run(
@@ -69,23 +74,41 @@ def export_comparison(
     out_dir: str | None = None,
     telemetry: TelemetryCache | None = None,
     metrics: MetricsCache | None = None,
+    advice: Advice | str | None = None,
 ) -> list[str]:
     """Write ``comparison.md`` and ``comparison.csv`` for ``group``; returns their paths.
 
-    By default they go to ``<runs_root>/comparisons/<group>/`` on the store's machine.
+    ``advice``: the group's scaling advice, appended to the Markdown as a section and written
+    as ``advice.csv`` beside the CSV; or why it could not be computed, said in that section
+    (and no ``advice.csv``). By default the files go to ``<runs_root>/comparisons/<group>/``
+    on the store's machine.
     """
     if runs is None:
         runs = load_group(store, group, telemetry, metrics)
     df = scaling_table(runs)
     out_dir = out_dir or f"{store.root.rstrip('/')}/comparisons/{_safe_dir_name(group)}"
-    md_path = f"{out_dir}/comparison.md"
-    csv_path = f"{out_dir}/comparison.csv"
+    files = {f"{out_dir}/comparison.md": comparison_markdown(group, df)}
+    files[f"{out_dir}/comparison.csv"] = to_csv(df)
+    if advice is not None:
+        md_path = f"{out_dir}/comparison.md"
+        files[md_path] = _with_advice(files[md_path], advice)
+        if not isinstance(advice, str):
+            files[f"{out_dir}/advice.csv"] = advice_csv(advice)
     try:
         store.executor.makedirs(out_dir)
-        store.executor.write_atomic(md_path, comparison_markdown(group, df).encode())
-        store.executor.write_atomic(csv_path, to_csv(df).encode())
+        for path, text in files.items():
+            store.executor.write_atomic(path, text.encode())
     except OSError as exc:  # a read-only or full runs root: where and why, not a traceback
         raise RunStoreError(
             f"cannot write the comparison to {out_dir}: {exc.strerror or exc}"
         ) from exc
-    return [md_path, csv_path]
+    return list(files)
+
+
+def _with_advice(markdown: str, advice: Advice | str) -> str:
+    """``comparison.md`` with the advice's section (or why there is none) at its end."""
+    if isinstance(advice, str):
+        body = f"The advice could not be computed: {advice}\n"
+    else:
+        body = advice_markdown(advice)
+    return f"{markdown.rstrip()}\n\n{ADVICE_HEADING}\n\n{body.strip()}\n"

@@ -1,0 +1,88 @@
+"""``ddp-tui advise GROUP``'s own options (``--threshold``, ``--deadline``) and its output.
+
+Apart from ``cli.py`` for length only: ``cli.py`` builds the parser, finds the group and
+prints what :func:`advice_text` returns. The option parsers raise argparse's error type, so
+a bad value is reported as ``argument --threshold: ...`` with what is allowed (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from typing import TYPE_CHECKING, Final
+
+from ddp_tui.spec.timefmt import parse_time_limit_seconds
+
+if TYPE_CHECKING:
+    from ddp_tui.advisor import Advice
+
+THRESHOLD_HELP: Final = "a fraction above 0 and at most 1, or a percentage: 0.8 or 80%"
+DEADLINE_HELP: Final = (
+    "a duration: a number with a unit (30s, 90m, 2h, 1.5d), or a Slurm time (1:30:00, 1-12)"
+)
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_WITH_UNIT: Final = re.compile(r"(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[smhd])", re.ASCII)
+
+
+def parse_threshold(text: str) -> float:
+    """``0.8`` or ``80%``: the efficiency the advice keeps to."""
+    s = text.strip()
+    percent = s.endswith("%")
+    try:
+        value = float(s[:-1] if percent else s) / (100 if percent else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{THRESHOLD_HELP}, got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise argparse.ArgumentTypeError(f"{THRESHOLD_HELP}, got {text!r}")
+    return value
+
+
+def parse_deadline(text: str) -> float:
+    """Seconds in ``90m``, ``2h``, ``1d``, ``45s`` or a Slurm time such as ``1:30:00``."""
+    s = text.strip().lower()
+    m = _WITH_UNIT.fullmatch(s)
+    if m is not None:
+        seconds = float(m["n"]) * _UNITS[m["u"]]
+        if seconds > 0:
+            return seconds
+        raise argparse.ArgumentTypeError(f"must be more than 0; {DEADLINE_HELP}, got {text!r}")
+    try:
+        return float(parse_time_limit_seconds(s))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{DEADLINE_HELP}, got {text!r}") from None
+
+
+def add_advise_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``advise`` subcommand's parser."""
+    ad = sub.add_parser(
+        "advise",
+        help="scaling advice for a group: why efficiency drops, what each size would cost, "
+        "which size to run",
+    )
+    ad.add_argument("group", help="group key, or a run in the group")
+    ad.add_argument("--json", action="store_true", help="print the advice as JSON")
+    ad.add_argument(
+        "--threshold",
+        type=parse_threshold,
+        default=None,
+        help="the efficiency to keep to: " + THRESHOLD_HELP.replace("%", "%%") + " (default: "
+        "the profile's advisor_threshold, else 0.8)",
+    )
+    ad.add_argument(
+        "--deadline",
+        type=parse_deadline,
+        default=None,
+        help="the whole training must end within this: " + DEADLINE_HELP + " (default: none)",
+    )
+
+
+def advice_text(advice: Advice, *, as_json: bool) -> str:
+    """What ``advise`` prints: the report as Markdown, or its JSON document."""
+    from ddp_tui.advisor.report import advice_json, advice_markdown
+
+    if as_json:
+        return json.dumps(advice_json(advice), indent=2) + "\n"
+    text = advice_markdown(advice)
+    return text if text.endswith("\n") else text + "\n"
