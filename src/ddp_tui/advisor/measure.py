@@ -1,22 +1,152 @@
-"""From what a run directory holds to the advisor's inputs (pure: the files are read already)."""
+"""From what a run directory holds to the advisor's inputs (pure: the files are read already).
+
+A trainer run measures all four parts of its epochs (``docs/step-breakdown.md``). A user's
+script, or a trainer run made without the calibration, measures the data wait only: its
+compute column holds the all-reduce too, so the comm part is inferred later, across the group
+(:func:`ddp_tui.advisor.model.infer_comm`), and the breakdown says which parts were inferred.
+"""
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddp_tui.advisor.inputs import FabricSample, SizeRun
-from ddp_tui.results import RunData
+from ddp_tui.advisor.inputs import Breakdown, FabricSample, RankTime, SizeRun
+from ddp_tui.results import RunData, epoch_rows, summarize
+
+_INFERRED = ("compute_sec", "comm_sec", "other_sec")
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _int(value: Any) -> int | None:
+    number = _num(value)
+    return int(number) if number is not None and number.is_integer() and number > 0 else None
+
+
+def _steady(rows: Sequence[Mapping[str, float | None]], column: str) -> float | None:
+    """The median of ``column`` over the epochs after the first (the only one, if one)."""
+    for part in (rows[1:], rows[:1]):
+        values = [v for v in (_num(r.get(column)) for r in part) if v is not None]
+        if values:
+            return statistics.median(values)
+    return None
+
+
+def breakdown(rows: Sequence[Mapping[str, float | None]], epoch_time: float) -> Breakdown | None:
+    """The steady epoch split four ways; the rest (``other``) makes the parts sum to
+    ``epoch_time``. None without a compute column (nothing was timed inside the epoch)."""
+    compute = _steady(rows, "compute_time_sec")
+    if compute is None:
+        return None
+    data = _steady(rows, "data_load_time_sec") or 0.0
+    comm = _steady(rows, "comm_time_sec")
+    inferred: tuple[str, ...] = ()
+    if comm is None:
+        comm, inferred = 0.0, _INFERRED
+    # Medians of parts need not sum to the median epoch: the remainder is "other", and a
+    # part larger than the epoch (a noisy epoch) is scaled down to fit.
+    timed = compute + data + comm
+    if timed > epoch_time > 0:
+        scale = epoch_time / timed
+        compute, data, comm = compute * scale, data * scale, comm * scale
+    other = max(0.0, epoch_time - (compute + data + comm))
+    return Breakdown(compute, data, comm, other, inferred)
+
+
+def _ranks(step_times: Sequence[Mapping[str, Any]]) -> tuple[RankTime, ...]:
+    """The last epoch's per-rank step times (the steadiest; the first pays for warm-up)."""
+    for line in reversed(step_times):
+        ranks = line.get("ranks")
+        if not isinstance(ranks, list):
+            continue
+        out: list[RankTime] = []
+        for item in ranks:
+            if not isinstance(item, Mapping):
+                continue
+            rank, step, busy = _num(item.get("rank")), _num(item.get("step_median_sec")), None
+            busy = _num(item.get("busy_median_sec"))
+            if rank is None or step is None:
+                continue
+            host = item.get("host")
+            out.append(
+                RankTime(
+                    int(rank), str(host) if host else "?", step, step if busy is None else busy
+                )
+            )
+        if out:
+            return tuple(sorted(out, key=lambda r: r.rank))
+    return ()
 
 
 def size_run(run: RunData, step_times: Sequence[Mapping[str, Any]] = ()) -> SizeRun | None:
     """One run as the advisor sees it; None when it has no steady epoch time yet.
     ``step_times``: the lines of its ``step_times.jsonl``, parsed (empty: none)."""
-    raise NotImplementedError
+    summary = summarize(run)
+    if summary.world_size is None or summary.epoch_time is None or summary.epoch_time <= 0:
+        return None
+    rows = epoch_rows(run.metrics)
+    rj: Mapping[str, Any] = run.run_json or {}
+    spec = run.spec
+    ddp = rj.get("ddp") if isinstance(rj.get("ddp"), Mapping) else {}
+    probe_doc = rj.get("allreduce_probe")
+    probe: tuple[int, float] | None = None
+    if isinstance(probe_doc, Mapping):
+        nbytes, seconds = _int(probe_doc.get("bytes")), _num(probe_doc.get("time_sec"))
+        if nbytes and seconds and seconds > 0:
+            probe = (nbytes, seconds)
+    totals = [d.total_mib for d in run.resources.devices] if run.resources else []
+    known_totals = [t for t in totals if t]
+    script = spec.get("entry") == "script"
+    nodes = summary.nodes or 1
+    return SizeRun(
+        run_id=run.run_id,
+        world_size=summary.world_size,
+        nodes=nodes,
+        gpus_per_node=summary.gpus_per_node or max(1, summary.world_size // nodes),
+        epoch_time_sec=summary.epoch_time,
+        throughput=summary.throughput,
+        steps_per_epoch=_int(rj.get("steps_per_epoch")),
+        global_batch=summary.global_batch,
+        breakdown=breakdown(rows, summary.epoch_time),
+        grad_bytes=_int(rj.get("grad_bytes")),
+        buckets=_int(ddp.get("buckets")) if isinstance(ddp, Mapping) else None,
+        bucket_cap_mb=_num(ddp.get("bucket_cap_mb")) if isinstance(ddp, Mapping) else None,
+        probe=probe,
+        ranks=_ranks(step_times),
+        batch_per_gpu=None if script else _int(spec.get("batch_per_gpu")),
+        grad_accum=_int(spec.get("grad_accum")) or 1,
+        workers=_int(rj.get("loader_workers")) or _int(spec.get("workers")),
+        epochs=summary.epochs_total,
+        max_steps_per_epoch=_int(spec.get("max_steps_per_epoch")),
+        train_samples=_int(rj.get("train_samples")),
+        gpu_mem_peak_mib=summary.gpu_mem_peak_mib or summary.peak_mem_mib,
+        gpu_mem_total_mib=min(known_totals) if known_totals else None,
+        partition=str(spec["partition"]) if spec.get("partition") else None,
+        script=script,
+    )
 
 
 def fabric_sample(
     run_id: str, preflight: Mapping[str, Any], nodes: int, partition: str | None = None
 ) -> FabricSample | None:
     """A passed preflight's all-reduce table (None: failed, one rank, or no table)."""
-    raise NotImplementedError
+    world = _int(preflight.get("world_size"))
+    if preflight.get("ok") is not True or world is None or world < 2:
+        return None
+    rows: list[tuple[int, float]] = []
+    for row in preflight.get("bandwidth") or ():
+        if not isinstance(row, Mapping):
+            continue
+        nbytes, micros = _int(row.get("bytes")), _num(row.get("time_us"))
+        if nbytes and micros and micros > 0:
+            rows.append((nbytes, micros / 1e6))
+    if not rows:
+        return None
+    return FabricSample(run_id, world, max(1, nodes), tuple(sorted(rows)), partition)
