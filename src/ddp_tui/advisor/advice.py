@@ -267,8 +267,13 @@ def advise(inputs: AdvisorInputs) -> Advice:
             },
             rate_from="throughput" if rates.by_throughput else "epoch_time",
         )
-    target = rec.world_size or max(r.world_size for r in runs)
-    target_nodes = rec.nodes or 1
+    # Changes are priced where they matter: the recommended size, or the largest one run
+    # when that is larger (a change may be what makes it worth running).
+    largest = max(runs, key=lambda r: r.world_size)
+    if rec.world_size is not None and rec.world_size > largest.world_size:
+        target, target_nodes = rec.world_size, rec.nodes or 1
+    else:
+        target, target_nodes = largest.world_size, largest.nodes
     found = stragglers(runs)
     return Advice(
         group=inputs.group,
