@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ddp_tui.advisor import AdvisorInputs, RankTime, advise
-from ddp_tui.advisor.advice import candidate_sizes
+from ddp_tui.advisor.advice import best_estimate, candidate_sizes
 from ddp_tui.advisor.changes import stragglers
 from ddp_tui.advisor.report import advice_csv, advice_json, advice_markdown, speedup_series
 from ddp_tui.text import strict_json
@@ -41,10 +41,11 @@ def test_threshold_picks_the_largest_size_that_keeps_it() -> None:
     for advice, threshold in ((loose, 0.5), (strict, 0.95)):
         rec = advice.recommendation
         assert rec.rule == "threshold" and rec.world_size is not None
-        eff = {
-            s.world_size: (s.measured.efficiency if s.measured else s.predicted.efficiency)  # type: ignore[union-attr]
-            for s in advice.sizes
-        }
+        eff: dict[int, float] = {}
+        for s in advice.sizes:
+            estimate = best_estimate(s)
+            assert estimate is not None
+            eff[s.world_size] = estimate[1]
         assert eff[rec.world_size] >= threshold
         assert all(e < threshold for w, e in eff.items() if w > rec.world_size)
         assert f"{threshold:.0%}" in rec.reason
@@ -64,8 +65,8 @@ def test_deadline_picks_the_fewest_gpu_hours_that_meet_it() -> None:
     assert rec.world_size is not None and rec.world_size > 1
     chosen = advice.size(rec.world_size)
     assert chosen is not None
-    best = chosen.measured.epoch_time_sec if chosen.measured else chosen.predicted.epoch_time_sec  # type: ignore[union-attr]
-    assert best * 10 <= tight
+    estimate = best_estimate(chosen)
+    assert estimate is not None and estimate[0] * 10 <= tight
     assert "within the deadline" in rec.reason
 
 
