@@ -18,6 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ddp_tui.advisor import (
+    Advice,
+    Breakdown,
+    Change,
+    Measured,
+    ModelFacts,
+    Predicted,
+    Recommendation,
+    SizeAdvice,
+    Straggler,
+)
 from ddp_tui.diagnosis import Diagnosis, Evidence
 from ddp_tui.diagnosis.stall import Heartbeat, SilentRank, Stall
 from ddp_tui.remote.api import ClusterAPI
@@ -289,6 +300,61 @@ def resource_view(lines: Sequence[dict[str, Any]], *, state: str = "RUNNING") ->
     return acc.view(telemetry_sec=30, state=state)
 
 
+def _predicted(epoch: float, world: int, efficiency: float, spread: float) -> Predicted:
+    speedup = efficiency * world
+    return Predicted(
+        epoch_time_sec=epoch,
+        epoch_time_low_sec=epoch * (1 - spread),
+        epoch_time_high_sec=epoch * (1 + spread),
+        throughput=1000.0 * speedup,
+        speedup=speedup,
+        speedup_low=speedup * (1 - spread),
+        speedup_high=speedup * (1 + spread),
+        efficiency=efficiency,
+        efficiency_low=efficiency * (1 - spread),
+        efficiency_high=min(1.0, efficiency * (1 + spread)),
+        gpu_hours_per_epoch=epoch * world / 3600,
+        comm_sec=epoch * (1 - efficiency),
+        link="inter-node" if world > 2 else "intra-node",
+    )
+
+
+def sample_advice(group: str = "g") -> Advice:
+    """The fake comparison's advice (sizes 1, 2, 4 measured; 8 and 16 predicted)."""
+
+    def measured(run_id: str, epoch: float, speedup: float, world: int) -> Measured:
+        comm = 0.0 if world == 1 else epoch * (1 - speedup / world)
+        rest = epoch - comm
+        return Measured(
+            run_id, epoch, 1000.0 * speedup, speedup, speedup / world,
+            Breakdown(rest * 0.8, rest * 0.12, comm, rest * 0.08),
+        )  # fmt: skip
+
+    sizes = (
+        SizeAdvice(1, 1, 1, measured("a", 50.0, 1.0, 1), _predicted(50.0, 1, 1.0, 0.0)),
+        SizeAdvice(2, 1, 2, measured("b", 27.8, 1.8, 2), _predicted(26.9, 2, 0.93, 0.05), -0.032),
+        SizeAdvice(4, 2, 2, measured("c", 15.2, 3.3, 4), _predicted(16.1, 4, 0.78, 0.08), 0.059),
+        SizeAdvice(8, 4, 2, None, _predicted(9.1, 8, 0.69, 0.12)),
+        SizeAdvice(16, 8, 2, None, _predicted(5.6, 16, 0.56, 0.15)),
+    )
+    return Advice(
+        group=group,
+        threshold=0.8,
+        deadline_sec=None,
+        sizes=sizes,
+        recommendation=Recommendation(
+            4, 2, 2, "the largest size measured at 80% efficiency or more (82% at 4)", "threshold"
+        ),
+        changes=(
+            Change("accumulation", "gradient accumulation 2: comm 17% of the epoch at 4 -> 9%"),
+            Change("workers", "workers 4 -> 8: the data wait is 12% of the epoch at 4"),
+        ),
+        stragglers=(Straggler("c", 4, 3, "n2", 0.14, 0.114, 0.1),),
+        model=ModelFacts(1.6, 1.2, 2.4, True, 44_700_000, 2, {}, "throughput"),
+        notes=("bus bandwidth from the preflight of 2 nodes (debug)",),
+    )
+
+
 class FakeCluster:
     """Fixed data in the facade's shape (see the module docstring: snapshot tests only)."""
 
@@ -307,6 +373,7 @@ class FakeCluster:
         stall: Stall | None = None,
         telemetry: ResourceView | None = None,
         comparison: pd.DataFrame | None = None,
+        advice: Advice | Exception | None = None,
     ) -> None:
         self.runs = list(sample_runs() if runs is None else runs)
         self.connection = connection
@@ -318,6 +385,7 @@ class FakeCluster:
         self.stall = stall  # what follow() says of every run
         self.telemetry = telemetry  # what follow() says of every run's telemetry
         self.comparison = comparison  # what compare() answers (None: a fixed sweep)
+        self.advice = advice  # what advise() answers or raises (None: the fixed sweep's)
         self.calls: list[tuple[str, Any]] = []
         self._followed: set[str] = set()
 
@@ -464,6 +532,14 @@ class FakeCluster:
         frame.attrs["val_metric"] = "val_acc"
         frame.attrs["baseline"] = "a"
         return frame
+
+    def advise(
+        self, group: str, *, threshold: float | None = None, deadline_sec: float | None = None
+    ) -> Advice:
+        self.calls.append(("advise", group))
+        if isinstance(self.advice, Exception):
+            raise self.advice
+        return self.advice or sample_advice(group)
 
     def export_comparison(self, group: str) -> list[str]:
         return [

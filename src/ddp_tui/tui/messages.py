@@ -7,7 +7,7 @@ them (so a screen may handle one, e.g. to end a busy state, and still let the ap
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
@@ -15,11 +15,13 @@ from textual.message import Message
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ddp_tui.advisor import Advice
     from ddp_tui.diagnosis import Diagnosis
     from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.remote.plan import SubmitPlan
     from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
     from ddp_tui.spec import FieldError
+    from ddp_tui.tui.speedup_plot import SeriesPoint
 
 
 @dataclass
@@ -129,6 +131,18 @@ class ComparisonReady(Message, bubble=False):
     group: str
     frame: pd.DataFrame
     extra: dict[str, Any] | None = None
+
+
+@dataclass
+class AdviceReady(Message, bubble=False):
+    """The scaling advice of one group, or (``advice`` None) why there is none in one line:
+    Compare's Advice panel says it, and the comparison above it still stands."""
+
+    group: str
+    advice: Advice | None
+    #: The plot's points (``ddp_tui.advisor.report.speedup_series``), worked out off the UI.
+    series: list[SeriesPoint] = field(default_factory=list)
+    error: str = ""
 
 
 @dataclass

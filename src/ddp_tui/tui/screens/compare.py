@@ -1,4 +1,5 @@
-"""Compare: one group of runs that differ only in size, side by side, with speedup vs ideal."""
+"""Compare: one group of runs that differ only in size, side by side, with speedup vs ideal;
+the scaling advisor's Advice panel and its predicted speedup beside the measured one."""
 
 from __future__ import annotations
 
@@ -11,18 +12,22 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Select, Static
 from textual_plotext import PlotextPlot
 
-from ddp_tui.tui.formatting import duration, metric_label, number, rate, size
+from ddp_tui.tui.advice_panel import AdvicePanel
+from ddp_tui.tui.formatting import describe_error, duration, metric_label, number, rate, size
 from ddp_tui.tui.header import StatusHeader
-from ddp_tui.tui.messages import ComparisonReady, Notice
+from ddp_tui.tui.messages import AdviceReady, ComparisonReady, Notice
 from ddp_tui.tui.screens.base import BaseScreen
+from ddp_tui.tui.speedup_plot import Line, SeriesPoint, draw_speedup, speedup_lines
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ddp_tui.advisor import Advice
+    from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.remote.views import RunView, Snapshot
 
 
@@ -131,7 +136,8 @@ def comparison_cells(row: dict[str, float | None]) -> list[Text | str]:
 
 
 class CompareScreen(BaseScreen):
-    """Pick a group; see throughput, speedup and efficiency per size; ``x`` exports."""
+    """Pick a group; see throughput, speedup and efficiency per size, and the advice: the
+    size to run, predictions for sizes not run; ``x`` exports."""
 
     BINDINGS = [
         Binding("escape", "back", "Back"),
@@ -145,6 +151,11 @@ class CompareScreen(BaseScreen):
         self.groups: list[GroupInfo] = []
         self.rows: list[dict[str, float | None]] = []
         self.val_metric = "val_metric"
+        self.advice: Advice | None = None
+        #: The advice's plot points (empty: no advice yet, or none).
+        self.series: list[SeriesPoint] = []
+        #: The lines the plot drew last, by name (see :func:`speedup_lines`).
+        self.plot_lines: dict[str, Line] = {}
         self._computed: tuple[str, tuple[tuple[str, str, int], ...]] | None = None
 
     def compose(self) -> ComposeResult:
@@ -154,7 +165,9 @@ class CompareScreen(BaseScreen):
         with Vertical(id="compare-body"):
             table: DataTable[Text | str] = DataTable(id="compare-table", cursor_type="row")
             yield table
-            yield PlotextPlot(id="plot-speedup")
+            with Horizontal(id="compare-lower"):
+                yield PlotextPlot(id="plot-speedup")
+                yield AdvicePanel(id="advice")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -203,6 +216,7 @@ class CompareScreen(BaseScreen):
             return
         self._computed = (self.group, signature)
         self.compute(self.group)
+        self.ask_advice(self.group)
 
     def compute(self, group: str) -> None:
         self.ask(
@@ -211,6 +225,42 @@ class CompareScreen(BaseScreen):
             lambda frame: ComparisonReady(group, frame),
             key="compare",  # only the newest comparison matters
         )
+
+    def ask_advice(self, group: str) -> None:
+        """Ask for the group's advice after its comparison: a separate request, so the table
+        never waits for the model; a failure is the panel's one line, not a notification."""
+        from ddp_tui.advisor.report import speedup_series
+
+        def advise(cluster: ClusterAPI) -> tuple[Advice, list[SeriesPoint]]:
+            advice = cluster.advise(group)
+            return advice, speedup_series(advice)  # on the I/O thread, off the UI's
+
+        self.query_one(AdvicePanel).show_waiting()
+        self.ask(
+            "Advise",
+            advise,
+            lambda answer: AdviceReady(group, *answer),
+            key="advise",  # only the newest advice matters
+            failed=lambda error: AdviceReady(group, None, error=describe_error(error)),
+        )
+
+    @on(AdviceReady)
+    def _advice_ready(self, message: AdviceReady) -> None:
+        if message.group != self.group:
+            return
+        self.show_advice(message.advice, message.series, message.error)
+
+    def show_advice(
+        self, advice: Advice | None, series: Sequence[SeriesPoint] = (), error: str = ""
+    ) -> None:
+        panel = self.query_one(AdvicePanel)
+        self.advice = advice
+        self.series = list(series)
+        if advice is None:
+            panel.show_failure(error or "the advisor gave no answer")
+        else:
+            panel.show_advice(advice)
+        self._draw_plot()
 
     @on(ComparisonReady)
     def _comparison_ready(self, message: ComparisonReady) -> None:
@@ -240,29 +290,8 @@ class CompareScreen(BaseScreen):
 
     def _draw_plot(self) -> None:
         widget = self.query_one("#plot-speedup", PlotextPlot)
-        plt = widget.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title("Speedup vs ideal")
-        plt.xlabel("world size")
-        points = [
-            (row["world_size"], row.get("speedup"), row.get("ideal_speedup"))
-            for row in self.rows
-            if row.get("world_size") is not None
-        ]
-        measured = [(w, s) for w, s, _ in points if s is not None and w is not None]
-        ideal = [(w, i) for w, _, i in points if i is not None and w is not None]
-        if ideal:
-            plt.plot([w for w, _ in ideal], [i for _, i in ideal], label="ideal", marker="braille")
-        if measured:
-            plt.plot(
-                [w for w, _ in measured],
-                [s for _, s in measured],
-                label="speedup",
-                marker="braille",
-            )
-        if points:
-            plt.xticks(sorted({w for w, _, _ in points if w is not None}))
+        self.plot_lines = speedup_lines(self.rows, self.series)
+        draw_speedup(widget.plt, self.plot_lines)
         widget.refresh()
 
     def action_back(self) -> None:
