@@ -80,6 +80,9 @@ from .signals import StopSignal, clear_requeue_request, signal_name, write_reque
 from .timing import ComputeTimer
 
 CHECKPOINT_VERSION = 1
+# DDP rebuilds its buckets in the order gradients arrived, in the third step's forward (seen
+# with torch 2.15); the count is read after that.
+BUCKETS_SETTLED = 3
 
 
 @dataclass
@@ -541,7 +544,7 @@ class Trainer:
             step += 1
             self.global_step += 1
             self.heart.beat(epoch + 1, step, "train")
-            if self.buckets_pending and (step - first_step >= 2 or step == steps):
+            if self.buckets_pending and (step - first_step >= BUCKETS_SETTLED or step == steps):
                 self._record_buckets()
             if cfg.progress_every and step % cfg.progress_every == 0 and self.progress is not None:
                 now = time.perf_counter()
@@ -589,7 +592,7 @@ class Trainer:
             self.run_info.update(calibration=self.calibrated.as_dict())
 
     def _record_buckets(self) -> None:
-        """run.json's DDP bucket count, once DDP has rebuilt its buckets (after two steps)."""
+        """run.json's DDP bucket count, once DDP has rebuilt its buckets."""
         self.buckets_pending = False
         if self.run_info is not None and self.ddp is not None:
             ddp_info = {"bucket_cap_mb": self.cfg.bucket_cap_mb, "buckets": bucket_count(self.ddp)}
