@@ -284,6 +284,8 @@ def test_compare(snap_compare: Any) -> None:
             lambda: isinstance(pilot.app.screen, CompareScreen) and bool(pilot.app.screen.rows),
             "the comparison",
         )
+        screen = pilot.app.screen
+        await wait_until(pilot, lambda: screen.advice is not None, "the Advice panel")
 
     assert snap_compare(fake_app(), terminal_size=SIZE, run_before=steady(run_before))
 
