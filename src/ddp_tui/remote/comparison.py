@@ -108,7 +108,7 @@ def export_comparison(
 def _with_advice(markdown: str, advice: Advice | str) -> str:
     """``comparison.md`` with the advice's section (or why there is none) at its end."""
     if isinstance(advice, str):
-        body = f"The advice could not be computed: {advice}\n"
+        section = f"{ADVICE_HEADING}\n\nThe advice could not be computed: {advice}"
     else:
-        body = advice_markdown(advice)
-    return f"{markdown.rstrip()}\n\n{ADVICE_HEADING}\n\n{body.strip()}\n"
+        section = advice_markdown(advice)  # its own heading: ADVICE_HEADING and the group
+    return f"{markdown.rstrip()}\n\n{section.strip()}\n"
