@@ -194,7 +194,7 @@ def test_plot_lines_with_advice_add_the_prediction_and_ideal_at_every_size() -> 
 
 def test_panel_marks_inferred_shares_and_gives_predicted_bounds() -> None:
     shares = share_cells(Breakdown(6.0, 1.0, 2.0, 1.0, inferred=("compute_sec", "comm_sec")))
-    assert shares == ["60%~", "10%", "20%~", "10%"]
+    assert shares == ["60%*", "10%", "20%*", "10%"]
     eight = sample_advice().size(8)
     assert eight is not None
     assert efficiency_text(eight).plain == "~69% 61-77"

@@ -17,16 +17,19 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ddp_tui.advisor.inputs import PARTS
 from ddp_tui.tui.formatting import duration, number, size
 
 if TYPE_CHECKING:
     from ddp_tui.advisor import Advice, Breakdown, SizeAdvice
 
-#: The breakdown's parts as the table's columns, in the order ``inputs.PARTS`` names them.
-PART_COLUMNS = (("compute_sec", "Comp"), ("data_sec", "Data"), ("comm_sec", "Comm"),
-                ("other_sec", "Other"))  # fmt: skip
-#: What marks a share the advisor worked out rather than measured.
-INFERRED_MARK = "~"
+#: The breakdown's parts as the table's columns, in the reports' order.
+PART_COLUMNS = tuple(
+    (part, {"compute_sec": "Comp", "data_sec": "Data", "comm_sec": "Comm"}.get(part, "Other"))
+    for part in PARTS
+)
+#: What marks a share the advisor worked out rather than measured (as in the reports).
+INFERRED_MARK = "*"
 #: The mark of the recommended size's row.
 PICK_MARK = "▶"
 
@@ -74,7 +77,7 @@ def gpu_hours_text(entry: SizeAdvice) -> str:
 
 
 def share_cells(breakdown: Breakdown | None) -> list[str]:
-    """Each part's share of the epoch, ``~``-marked where it was inferred."""
+    """Each part's share of the epoch, ``*``-marked where it was inferred."""
     if breakdown is None:
         return ["-"] * len(PART_COLUMNS)
     return [
@@ -131,16 +134,20 @@ def headline_text(advice: Advice) -> Text:
     return text
 
 
-def _section(text: Text, title: str, lines: list[str], style: str = "") -> None:
+def _section(title: str, lines: list[str], style: str = "") -> Group | None:
+    """A titled list; an item that wraps stays indented under its bullet."""
     if not lines:
-        return
-    text.append(f"\n{title}", style="bold")
+        return None
+    table = Table.grid(padding=(0, 1, 0, 0))
+    table.add_column(no_wrap=True)
+    table.add_column(style=style)
     for line in lines:
-        text.append(f"\n • {line}", style=style)
+        table.add_row(" •", line)
+    return Group(Text(title, style="bold"), table)
 
 
-def details_text(advice: Advice) -> Text:
-    """The changes (one line each, with its number), the stragglers and the notes."""
+def legend_text(advice: Advice) -> Text:
+    """What the table's marks and columns mean."""
     text = Text()
     breakdowns = [s.measured.breakdown for s in advice.sizes if s.measured is not None]
     inferred = any(b is not None and b.inferred for b in breakdowns)
@@ -152,23 +159,31 @@ def details_text(advice: Advice) -> Text:
         f" ~value low-high; {legend}",
         style="dim",
     )
-    _section(text, "Changes", [c.text for c in advice.changes])
-    _section(
-        text,
-        "Stragglers",
-        [
-            f"rank {s.rank} on {s.host} at {s.world_size} ({s.run_id}):"
-            f" {s.slower_by * 100:.0f}% slower than the median rank"
-            for s in advice.stragglers
-        ],
-    )
-    _section(text, "Notes", list(advice.notes), style="dim")
     return text
+
+
+def details(advice: Advice) -> list[Group]:
+    """The changes (each with its number), the stragglers and the notes; those there are."""
+    sections = (
+        _section("Changes", [c.text for c in advice.changes]),
+        _section(
+            "Stragglers",
+            [
+                f"rank {s.rank} on {s.host} at {s.world_size} ({s.run_id}):"
+                f" {s.slower_by * 100:.0f}% slower than the median rank"
+                for s in advice.stragglers
+            ],
+        ),
+        _section("Notes", list(advice.notes), style="dim"),
+    )
+    return [section for section in sections if section is not None]
 
 
 def advice_renderable(advice: Advice) -> RenderableType:
     """The whole panel for ``advice``."""
-    return Group(headline_text(advice), Text(), sizes_table(advice), details_text(advice))
+    return Group(
+        headline_text(advice), Text(), sizes_table(advice), legend_text(advice), *details(advice)
+    )
 
 
 def failure_text(reason: str) -> Text:
