@@ -1,7 +1,7 @@
 """The step breakdown: data wait, compute, exposed communication and the rest (see
 docs/step-breakdown.md for what each is and how it is measured).
 
-A calibration at the start of each attempt times forward+backward under ``ddp.no_sync()`` (no
+A calibration at the start of each epoch times forward+backward under ``ddp.no_sync()`` (no
 all-reduce) on the first training batch; each real step's all-reducing micro-step minus that
 pure compute is the communication backward did not hide. Also here: what run.json records about
 the gradient's all-reduce (its bytes, DDP's buckets, the trainer's own bandwidth probe), and the

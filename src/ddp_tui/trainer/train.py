@@ -207,9 +207,11 @@ class Trainer:
         self.run_info: RunInfo | None = None
         self.metrics = MetricsCsv(self.run_dir / "metrics.csv")
         self.step_times = StepTimesLog(self.run_dir / STEP_TIMES_FILE)
-        # The step breakdown: calibrated once per attempt, on its first training batch.
+        # The step breakdown: calibrated at the start of every epoch, on its first batch. Once
+        # per attempt is not enough: the first epoch's passes run cold (the allocator, oneDNN's
+        # and cuDNN's kernel choice), and a pure compute time taken then is too long for the
+        # steady epochs, which would hide their exposed all-reduce.
         self.calibrated: Calibrated | None = None
-        self.calibration_pending = cfg.calibration_steps > 0
         self.buckets_pending = self.ddp is not None
         self.slow_delay = fake_slow_rank_delay(world.rank)
         self.progress: ProgressLog | None = None
@@ -473,7 +475,7 @@ class Trainer:
         # The calibration batch is then trained on as the first step; its fetch counts as
         # that step's data wait, and the epoch's clock leaves the calibration out.
         first_batch, fetch_time = None, 0.0
-        if self.calibration_pending and first_step < steps:
+        if self.cfg.calibration_steps > 0 and first_step < steps:
             t0 = time.perf_counter()
             first_batch = to_device(next(it), device, self.channels_last)
             fetch_time = time.perf_counter() - t0
@@ -576,8 +578,7 @@ class Trainer:
         return None
 
     def _calibrate(self, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
-        """Once per attempt: time pure forward+backward (docs/step-breakdown.md)."""
-        self.calibration_pending = False
+        """At an epoch's start: time pure forward+backward (docs/step-breakdown.md)."""
         self.calibrated = calibrate(
             steps=self.cfg.calibration_steps,
             train_model=self.train_model,
