@@ -5,7 +5,13 @@ synthetic images, on the CPU with gloo, at 1 and 2 processes, and a preflight at
 the embedded local scheduler with the real trainer; then the real app is driven headless to
 Compare, and the screen is saved as SVG once the advice is in.
 
+With ``--test-runs`` the group is instead the app tests' finished sweep (tests/tui/advice_runs.py:
+run directories written as the trainer writes them, no job runs). The README's screenshot is
+made so: on a 2-core machine shared with other work, a live 2-process run is starved of a core
+and its efficiency says more about the neighbours than about the model.
+
     .venv/bin/python scripts/screenshot_advice.py [docs/screenshots] [--steps 20] [--epochs 3]
+    .venv/bin/python scripts/screenshot_advice.py docs/screenshots --test-runs
 """
 
 from __future__ import annotations
@@ -54,6 +60,9 @@ def main() -> None:
     parser.add_argument("out", nargs="?", default="docs/screenshots")
     parser.add_argument("--steps", type=int, default=20, help="steps per epoch (default 20)")
     parser.add_argument("--epochs", type=int, default=3, help="epochs per run (default 3)")
+    parser.add_argument(
+        "--test-runs", action="store_true", help="the app tests' finished sweep, no live jobs"
+    )
     args = parser.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -62,10 +71,15 @@ def main() -> None:
         os.environ["XDG_STATE_HOME"] = str(root / "state")
         (root / "none.toml").write_text("")  # no profiles: the built-in one
         os.environ["DDP_TUI_CONFIG"] = str(root / "none.toml")
-        cluster = open_local(root)
-        sweep = submit_sweep(cluster, steps=args.steps, epochs=args.epochs, name="resnet")
-        wait_ended(cluster, sweep, timeout=1200)
-        cluster.close()
+        if args.test_runs:
+            from tests.tui.advice_runs import finished_sweep
+
+            finished_sweep(root / "runs")
+        else:
+            cluster = open_local(root)
+            sweep = submit_sweep(cluster, steps=args.steps, epochs=args.epochs, name="resnet")
+            wait_ended(cluster, sweep, timeout=1200)
+            cluster.close()
         asyncio.run(_shoot(root, out))
     print(f"wrote {out / NAME}")
 

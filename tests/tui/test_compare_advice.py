@@ -107,6 +107,10 @@ async def test_compare_shows_the_advice_and_the_measured_and_predicted_speedup(
         assert seconds_text(four.predicted.epoch_time_sec) in line
         assert efficiency_text(four).plain in line  # the predicted efficiency with its bounds
 
+        # The straggler of the 2-process run, named with its host.
+        assert [(s.world_size, s.rank) for s in advice.stragglers] == [(2, 1)]
+        assert "rank 1 on localhost at world size 2: 13% slower" in text
+
         # The plot: measured at 1 and 2, predicted (with its bounds) beyond them, and ideal.
         lines = screen.plot_lines
         assert [x for x, _ in lines["measured"]] == [1.0, 2.0]

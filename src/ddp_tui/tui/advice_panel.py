@@ -169,8 +169,10 @@ def details(advice: Advice) -> list[Group]:
         _section(
             "Stragglers",
             [
-                f"rank {s.rank} on {s.host} at {s.world_size} ({s.run_id}):"
-                f" {s.slower_by * 100:.0f}% slower than the median rank"
+                f"rank {s.rank} on {s.host} at world size {s.world_size}:"
+                f" {s.slower_by * 100:.0f}% slower than the median rank (busy"
+                f" {number(s.busy_median_sec, 3)} s a step, the median"
+                f" {number(s.median_busy_sec, 3)} s)"
                 for s in advice.stragglers
             ],
         ),
