@@ -19,7 +19,13 @@ from textual.widgets import DataTable, Static
 from ddp_tui.advisor import Advice, Breakdown
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.tui.advice_panel import WAITING, efficiency_text, seconds_text, share_cells
+from ddp_tui.tui.advice_panel import (
+    WAITING,
+    AdvicePanel,
+    efficiency_text,
+    seconds_text,
+    share_cells,
+)
 from ddp_tui.tui.app import DdpTuiApp
 from ddp_tui.tui.screens.compare import CompareScreen
 from ddp_tui.tui.speedup_plot import speedup_lines
@@ -171,6 +177,18 @@ async def test_fake_the_table_does_not_wait_for_the_advice() -> None:
             await wait_until(pilot, lambda: screen.advice is not None, "the advice")
             assert "run 4 (2x2)" in panel_text(screen)
             assert [x for x, _ in screen.plot_lines["predicted"]] == [1, 2, 4, 8, 16]
+
+            # tab reaches the panel (as the README says), and the arrow keys scroll it.
+            panel = screen.query_one(AdvicePanel)
+            for _ in range(4):
+                if panel.has_focus:
+                    break
+                await pilot.press("tab")
+            assert panel.has_focus
+            panel.styles.height = 5  # shorter than its text, so that it has to scroll
+            await wait_until(pilot, lambda: panel.max_scroll_y > 0, "a panel to scroll")
+            await pilot.press("down")
+            await wait_until(pilot, lambda: panel.scroll_y > 0, "the panel scrolled")
     finally:
         fake.release.set()  # never leave the I/O thread waiting
 
