@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -142,10 +144,12 @@ def test_reports_carry_the_advice() -> None:
     md = advice_markdown(advice)
     assert "## Scaling advice: grp" in md and advice.recommendation.reason[5:40] in md
     csv_text = advice_csv(advice)
-    header, *rows = csv_text.splitlines()
-    assert header.startswith("world_size,nodes,gpus_per_node")
+    assert csv_text.startswith("world_size,nodes,gpus_per_node")
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
     assert len(rows) == len(advice.sizes)
-    assert sum(r.endswith(",yes") for r in rows) == 1
+    assert [r["world_size"] for r in rows if r["recommended"] == "yes"] == [
+        str(advice.recommendation.world_size)
+    ]
     points = speedup_series(advice)
     assert points[0][1] == pytest.approx(1.0)  # the baseline's measured speedup
     for _, _, predicted, low, high in points:
@@ -157,3 +161,18 @@ def test_no_runs_is_advice_that_says_so() -> None:
     advice = advise(AdvisorInputs("g", ()))
     assert advice.recommendation.world_size is None and "no run" in advice.recommendation.reason
     assert advice_json(advice)["sizes"] == []
+
+
+def test_sizes_past_the_partition_are_shown_but_never_recommended() -> None:
+    runs = (run(1), run(2))
+    free = advise(AdvisorInputs("g", runs, (table(2),), threshold=0.5))
+    assert free.recommendation.world_size == 8  # efficient enough everywhere
+    held = advise(AdvisorInputs("g", runs, (table(2),), threshold=0.5, max_world_size=2))
+    assert held.recommendation.world_size == 2
+    beyond = [s for s in held.sizes if not s.fits_partition]
+    assert [s.world_size for s in beyond] == [4, 8]
+    assert all(s.predicted is not None for s in beyond)
+    doc = advice_json(held)
+    assert [s["fits_partition"] for s in doc["sizes"]] == [True, True, False, False]
+    deadline = advise(AdvisorInputs("g", runs, (table(2),), deadline_sec=1.0, max_world_size=2))
+    assert deadline.recommendation.world_size in (1, 2)

@@ -8,8 +8,17 @@ from dataclasses import replace
 import pytest
 
 from ddp_tui.advisor import Breakdown, SizeRun
-from ddp_tui.advisor.fabric import allreduce_sec, fit_link, probe_link, ring_factor
-from ddp_tui.advisor.model import GAMMA_MAX, backtest, fit, fit_gamma, infer_comm, together
+from ddp_tui.advisor.fabric import Link, allreduce_sec, fit_link, probe_link, ring_factor
+from ddp_tui.advisor.model import (
+    GAMMA_MAX,
+    Overlap,
+    backtest,
+    fit,
+    fit_gamma,
+    fit_overlap,
+    infer_comm,
+    together,
+)
 from tests.advisor.builders import GRAD, LINK, run, table
 
 
@@ -65,8 +74,9 @@ def test_a_group_that_follows_the_model_backtests_to_zero() -> None:
 
 def test_the_model_predicts_an_unmeasured_size_and_fits_gamma() -> None:
     model = fit([run(1), run(2, gamma=3.0)], [table(2)])
-    assert model is not None and model.gamma_fitted
-    assert model.gamma == pytest.approx(3.0, rel=0.05)
+    assert model is not None and model.fitted
+    assert model.overlap.gamma == pytest.approx(3.0, rel=0.05)
+    assert model.overlap.slowdown == 1.0
     truth = run(8, gamma=3.0)
     est = model.predict(8, 1)
     assert est.epoch_time_sec == pytest.approx(truth.epoch_time_sec, rel=0.01)
@@ -75,10 +85,10 @@ def test_the_model_predicts_an_unmeasured_size_and_fits_gamma() -> None:
 
 def test_without_a_multi_rank_run_gamma_is_not_fitted() -> None:
     model = fit([run(1)], [table(2)])
-    assert model is not None and not model.gamma_fitted
+    assert model is not None and not model.fitted
     # No overlap assumed: the prediction is the slow end.
     slow = model.predict(2, 1)
-    fast = model.predict(2, 1, gamma=GAMMA_MAX)
+    fast = model.predict(2, 1, Overlap(GAMMA_MAX))
     assert slow.epoch_time_sec > fast.epoch_time_sec
 
 
@@ -111,3 +121,20 @@ def test_a_scripts_comm_is_inferred_from_its_extra_step_time() -> None:
     assert truth.breakdown is not None
     assert b.comm_sec == pytest.approx(truth.breakdown.comm_sec, rel=1e-6)
     assert math.isclose(b.total_sec, truth.breakdown.total_sec, rel_tol=1e-9)
+
+
+def test_an_allreduce_slower_than_the_wire_is_fitted_as_a_slowdown() -> None:
+    # Exposed 3x the wire's time: no overlap cannot explain it; the training's all-reduce ran
+    # slower than the preflight's (sharing the CPU with the compute).
+    fitted = fit_overlap(0.09, 0.04, 0.12)
+    assert fitted.gamma == 1.0 and fitted.slowdown == pytest.approx(3.0)
+    assert fit_overlap(0.09, 0.04, 0.0).slowdown == 1.0
+    slowed = Link(LINK.alpha_sec * 3, LINK.beta_bytes_per_sec / 3, "intra-node", "slowed")
+    runs = [run(1), run(2, gamma=1.0, link=slowed)]
+    model = fit(runs, [table(2)])
+    assert model is not None and model.fitted
+    assert model.overlap.slowdown == pytest.approx(3.0, rel=0.01)
+    # It reproduces the run it was fitted on, and carries the slowdown to other sizes.
+    assert model.predict(2, 1).epoch_time_sec == pytest.approx(runs[1].epoch_time_sec, rel=1e-6)
+    truth = run(8, gamma=1.0, link=slowed)
+    assert model.predict(8, 1).epoch_time_sec == pytest.approx(truth.epoch_time_sec, rel=0.01)

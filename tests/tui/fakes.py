@@ -350,7 +350,7 @@ def sample_advice(group: str = "g") -> Advice:
             Change("workers", "workers 4 -> 8: the data wait is 12% of the epoch at 4"),
         ),
         stragglers=(Straggler("c", 4, 3, "n2", 0.14, 0.114, 0.1),),
-        model=ModelFacts(1.6, 1.2, 2.4, True, 44_700_000, 2, {}, "throughput"),
+        model=ModelFacts(1.6, 1.2, 2.4, 1.0, True, 44_700_000, 2, {}, "throughput"),
         notes=("bus bandwidth from the preflight of 2 nodes (debug)",),
     )
 

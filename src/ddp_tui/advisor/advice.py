@@ -89,12 +89,16 @@ def _predicted(
     model: ScalingModel, world: int, nodes: int, rates: _Rates, width: float
 ) -> Predicted:
     est = model.predict(world, nodes)
-    fast = model.predict(world, nodes, gamma=model.gamma_high).epoch_time_sec * (1 - width)
-    slow = model.predict(world, nodes, gamma=model.gamma_low).epoch_time_sec * (1 + width)
+    # Widened by the backtest's worst error, as a factor: a 40% error gives /1.4 and x1.4.
+    fast = model.predict(world, nodes, model.fast).epoch_time_sec / (1 + width)
+    slow = model.predict(world, nodes, model.slow).epoch_time_sec * (1 + width)
     low, high = min(fast, est.epoch_time_sec), max(slow, est.epoch_time_sec)
     speedup = rates.speedup(est.throughput, est.epoch_time_sec)
     s_low = speedup * est.epoch_time_sec / high
     s_high = speedup * est.epoch_time_sec / low if low > 0 else speedup
+    # The model has no source of superlinear scaling: a bound past linear is the widening's,
+    # not a possibility, unless the estimate itself is past it.
+    s_high = min(s_high, max(speedup, world / rates.base.world_size))
     return Predicted(
         epoch_time_sec=est.epoch_time_sec,
         epoch_time_low_sec=low,
@@ -121,8 +125,13 @@ def best_estimate(size: SizeAdvice) -> tuple[float, float] | None:
     return None
 
 
+def _known(sizes: Sequence[SizeAdvice]) -> list[tuple[SizeAdvice, tuple[float, float]]]:
+    """The sizes the partition holds that have an estimate, with it."""
+    return [(s, e) for s in sizes if s.fits_partition and (e := best_estimate(s)) is not None]
+
+
 def _by_threshold(sizes: Sequence[SizeAdvice], threshold: float) -> Recommendation:
-    known = [(s, e) for s in sizes if (e := best_estimate(s)) is not None]
+    known = _known(sizes)
     fit_ = [(s, e) for s, e in known if e[1] >= threshold - 1e-9]
     if not fit_:
         return Recommendation(None, None, None, "no size has an efficiency estimate", "none")
@@ -144,7 +153,7 @@ def _by_threshold(sizes: Sequence[SizeAdvice], threshold: float) -> Recommendati
 
 
 def _by_deadline(sizes: Sequence[SizeAdvice], deadline: float, epochs: int) -> Recommendation:
-    known = [(s, e) for s in sizes if (e := best_estimate(s)) is not None]
+    known = _known(sizes)
     if not known:
         return Recommendation(None, None, None, "no size has a time estimate", "none")
     whole = f"{epochs} epoch{'s' if epochs != 1 else ''}"
@@ -199,7 +208,7 @@ def _notes(
             "sizes past one node assume the single-node bandwidth (no multi-node preflight): "
             "a network is slower, so treat those predictions as optimistic"
         )
-    if not model.gamma_fitted:
+    if not model.fitted:
         notes.append(
             "no multi-rank run with a measured all-reduce to fit the overlap on: predictions "
             "assume backward hides none of it, their lower bound that it hides all"
@@ -241,6 +250,7 @@ def advise(inputs: AdvisorInputs) -> Advice:
                 measured=_measured(run, rates) if run else None,
                 predicted=_predicted(model, world, nodes, rates, width) if model else None,
                 backtest_error=errors.get(run.run_id) if run else None,
+                fits_partition=inputs.max_world_size is None or world <= inputs.max_world_size,
             )
         )
     epochs = max((r.epochs for r in runs if r.epochs), default=1)
@@ -251,10 +261,11 @@ def advise(inputs: AdvisorInputs) -> Advice:
     facts = None
     if model is not None:
         facts = ModelFacts(
-            gamma=model.gamma if model.gamma_fitted else None,
-            gamma_low=model.gamma_low,
-            gamma_high=model.gamma_high,
-            gamma_fitted=model.gamma_fitted,
+            gamma=model.overlap.gamma if model.fitted else None,
+            gamma_low=model.slow.gamma,
+            gamma_high=model.fast.gamma,
+            slowdown=model.overlap.slowdown if model.fitted else None,
+            fitted=model.fitted,
             grad_bytes=int(model.grad_bytes) if model.grad_bytes else None,
             buckets=model.buckets if model.grad_bytes else None,
             links={

@@ -102,7 +102,8 @@ class AdvisorInputs:
     group: str
     runs: tuple[SizeRun, ...]
     fabric: tuple[FabricSample, ...] = ()
-    #: The partition's size in GPUs (None: unknown): no size beyond it is predicted.
+    #: The partition's size in GPUs (CPU processes for a CPU run; None: unknown): sizes are
+    #: predicted up to it, and none beyond it is recommended.
     max_world_size: int | None = None
     #: The efficiency the advice keeps to (the profile's, else ``--threshold``).
     threshold: float = 0.8

@@ -5,7 +5,10 @@ With the batch per GPU fixed, data and compute per step do not change with the w
 the all-reduce does (:mod:`.fabric`), and backward hides part of it. How much is Pollux's
 overlap: the step's compute and communication together take ``(c^g + T^g)^(1/g)``, from
 ``c + T`` (g = 1, no overlap) to ``max(c, T)`` (g large, perfect overlap). g is fitted to the
-group's multi-rank runs, whose exposed all-reduce is measured. An epoch is ``steps(n)`` such
+group's multi-rank runs, whose exposed all-reduce is measured. Where a run's exposed all-reduce
+is longer than even no overlap allows, the all-reduce ran slower in training than the wire's
+measure says (it shares the CPU, memory or PCIe with the compute): g is then 1 and the
+all-reduce is scaled by the fitted ``slowdown``. An epoch is ``steps(n)`` such
 steps plus what the epoch does outside its steps (validation, the checkpoint), which shrinks
 with the steps because validation is sharded too.
 """
@@ -56,6 +59,23 @@ def fit_gamma(compute: float, comm: float, exposed: float) -> float:
         else:
             hi = mid
     return (lo + hi) / 2
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """How a step's all-reduce meets its compute: overlapped by ``gamma``, after being slowed
+    by ``slowdown`` (1: as fast as the wire's measure)."""
+
+    gamma: float
+    slowdown: float = 1.0
+
+
+def fit_overlap(compute: float, comm: float, exposed: float) -> Overlap:
+    """The overlap that makes the model give ``exposed`` for a step of ``compute`` whose
+    all-reduce takes ``comm`` on the wire."""
+    if comm > 0 and exposed > comm:
+        return Overlap(1.0, exposed / comm)
+    return Overlap(fit_gamma(compute, comm, exposed))
 
 
 @dataclass(frozen=True)
@@ -193,10 +213,11 @@ class ScalingModel:
     fabric: Fabric
     grad_bytes: float | None
     buckets: int
-    gamma: float
-    gamma_low: float
-    gamma_high: float
-    gamma_fitted: bool
+    overlap: Overlap
+    #: The bounds: the fitted runs' most (fast) and least (slow) favourable overlaps.
+    fast: Overlap
+    slow: Overlap
+    fitted: bool
 
     def reference(self, world_size: int) -> StepTimes:
         """The measured run nearest below ``world_size`` (the smallest, for a smaller size):
@@ -233,12 +254,12 @@ class ScalingModel:
         return scaled, "scaled"
 
     def predict(
-        self, world_size: int, nodes: int, gamma: float | None = None, **what_if: float
+        self, world_size: int, nodes: int, overlap: Overlap | None = None, **what_if: float
     ) -> Estimate:
         """The epoch at ``world_size``. ``what_if`` scales the step's parts: ``batch``
         (samples per step, and compute and data with them), ``data`` and ``grad_bytes``."""
         ref = self.reference(world_size)
-        g = self.gamma if gamma is None else gamma
+        how = overlap or self.overlap
         batch = what_if.get("batch", 1.0)
         accum = what_if.get("accum", 1.0)
         work = batch * accum  # micro-batches' worth of compute and data per step
@@ -247,7 +268,10 @@ class ScalingModel:
         comm, kind = self.allreduce(ref, world_size, nodes)
         comm *= what_if.get("grad_bytes", 1.0)
         # A script's inferred all-reduce is exposed time already.
-        exposed = comm if kind == "scaled" else together(compute, comm, g) - compute
+        if kind == "scaled":
+            exposed = comm
+        else:
+            exposed = together(compute, comm * how.slowdown, how.gamma) - compute
         step = data + compute + exposed + ref.rest
         steps = self.steps(ref, world_size) / work
         epoch = steps * step + ref.outside * steps / max(self.steps(ref, ref.run.world_size), 1e-9)
@@ -270,7 +294,7 @@ def fit(runs: Sequence[SizeRun], samples: Sequence[FabricSample] = ()) -> Scalin
     if buckets is None and grad:
         cap = next((r.bucket_cap_mb for r in runs if r.bucket_cap_mb), None) or DEFAULT_BUCKET_MB
         buckets = max(1, math.ceil(grad / (cap * 2**20)))
-    gammas: list[float] = []
+    fits: list[Overlap] = []
     if grad:
         for ref in refs:
             run = ref.run
@@ -280,18 +304,24 @@ def fit(runs: Sequence[SizeRun], samples: Sequence[FabricSample] = ()) -> Scalin
             if link is None:
                 continue
             comm = allreduce_sec(link, run.world_size, grad, buckets or 1)
-            gammas.append(fit_gamma(ref.compute, comm, ref.comm))
-    fitted = bool(gammas)
-    gamma = statistics.median(gammas) if fitted else GAMMA_PRIOR
+            fits.append(fit_overlap(ref.compute, comm, ref.comm))
+    if fits:
+        overlap = Overlap(
+            statistics.median(f.gamma for f in fits), statistics.median(f.slowdown for f in fits)
+        )
+        fast = Overlap(max(f.gamma for f in fits), min(f.slowdown for f in fits))
+        slow = Overlap(min(f.gamma for f in fits), max(f.slowdown for f in fits))
+    else:
+        overlap, fast, slow = Overlap(GAMMA_PRIOR), Overlap(GAMMA_MAX), Overlap(1.0)
     return ScalingModel(
         references=tuple(sorted(refs, key=lambda r: r.run.world_size)),
         fabric=fabric,
         grad_bytes=grad,
         buckets=buckets or 1,
-        gamma=gamma,
-        gamma_low=min(gammas) if fitted else 1.0,
-        gamma_high=max(gammas) if fitted else GAMMA_MAX,
-        gamma_fitted=fitted,
+        overlap=overlap,
+        fast=fast,
+        slow=slow,
+        fitted=bool(fits),
     )
 
 

@@ -37,6 +37,7 @@ def _size(s: SizeAdvice) -> dict[str, Any]:
         "measured": measured,
         "predicted": asdict(s.predicted) if s.predicted is not None else None,
         "backtest_error": s.backtest_error,
+        "fits_partition": s.fits_partition,
     }
 
 
@@ -83,7 +84,7 @@ def size_table_rows(advice: Advice) -> list[dict[str, str]]:
         m, p = s.measured, s.predicted
         rows.append(
             {
-                "world": str(s.world_size),
+                "world": str(s.world_size) + ("" if s.fits_partition else " (>partition)"),
                 "shape": f"{s.nodes}x{s.gpus_per_node}",
                 "measured": _time(m.epoch_time_sec) if m else "",
                 "predicted": _time(p.epoch_time_sec) if p else "",
@@ -155,8 +156,15 @@ def advice_markdown(advice: Advice) -> str:
                 f"- {kind} link: bus bandwidth {link['busbw_gbps']:.3g} GB/s, latency "
                 f"{link['alpha_sec'] * 1e6:.0f} us per ring step ({link['source']})"
             )
-        overlap = f"gamma {m.gamma:.2f} (fitted)" if m.gamma is not None else "not fitted"
-        lines.append(f"- overlap of backward and all-reduce: {overlap}")
+        if m.gamma is not None:
+            lines.append(f"- overlap of backward and all-reduce: gamma {m.gamma:.2f} (fitted)")
+        else:
+            lines.append("- overlap of backward and all-reduce: not fitted (no overlap assumed)")
+        if m.slowdown is not None and m.slowdown > 1.05:
+            lines.append(
+                f"- in training the all-reduce ran {m.slowdown:.2f}x slower than the link's "
+                "measure (it shares the CPU, memory or PCIe with the compute)"
+            )
         lines.append("")
     if advice.notes:
         lines += ["### Notes", ""]
@@ -185,6 +193,7 @@ CSV_COLUMNS = (
     "gpu_hours_per_epoch",
     "backtest_error",
     "recommended",
+    "fits_partition",
 )
 
 
@@ -214,6 +223,7 @@ def advice_csv(advice: Advice) -> str:
                 "gpu_hours_per_epoch": p.gpu_hours_per_epoch if p else "",
                 "backtest_error": "" if s.backtest_error is None else s.backtest_error,
                 "recommended": "yes" if s.world_size == advice.recommendation.world_size else "",
+                "fits_partition": "yes" if s.fits_partition else "no",
             }
         )
     return buf.getvalue()

@@ -49,6 +49,8 @@ class SizeAdvice:
     predicted: Predicted | None
     #: (predicted - measured) / measured epoch time, fitted without this size's run.
     backtest_error: float | None = None
+    #: Whether the partition holds this size (a size past it is shown, never recommended).
+    fits_partition: bool = True
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,11 @@ class ModelFacts:
     gamma: float | None
     gamma_low: float
     gamma_high: float
-    gamma_fitted: bool
+    #: How much slower the all-reduce ran in training than the wire's measure (1: as fast);
+    #: None: not fitted.
+    slowdown: float | None
+    #: Whether a multi-rank run with a measured all-reduce was there to fit the two on.
+    fitted: bool
     grad_bytes: int | None
     buckets: int | None
     #: Per link kind: {"alpha_sec": ..., "busbw_gbps": ..., "source": ...}.
