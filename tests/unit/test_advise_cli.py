@@ -4,7 +4,7 @@ advisor (remote/advising.py) on real run directories made through the store.
 - ``--threshold`` takes a fraction in (0, 1] or a percentage, ``--deadline`` a duration with a
   unit or a Slurm time; anything else is refused naming the flag and the allowed forms (exit 2);
 - the profile key is read, defaults to 0.8, and a value outside (0, 1] names the key and range;
-- the partition's size: GPUs of a GPU partition, none for a CPU run (with a note of its cores);
+- the partition's size: GPUs of a GPU partition, cores for a CPU run;
 - ``step_times.jsonl``: absent is no lines, and a torn last line is not read;
 - an export of a group with no steady epoch still writes the comparison, saying why there is
   no advice, and no ``advice.csv``.
@@ -102,20 +102,19 @@ def partition(name: str, **kw: object) -> PartitionInfo:
     return PartitionInfo(name=name, **{**base, **kw})  # type: ignore[arg-type]
 
 
-def test_the_partition_size_is_its_gpus_on_gpus_and_unknown_on_the_cpu() -> None:
+def test_the_partition_size_is_its_gpus_on_gpus_and_its_cores_on_the_cpu() -> None:
     parts = [
         partition("gpu", is_default=True),
         partition("big", nodes=16, max_nodes=8),
         partition("cpu", gpus_per_node=0),
     ]
-    assert partition_size({"partition": "", "device": "cuda"}, parts) == (32, None)
+    assert partition_size({"partition": "", "device": "cuda"}, parts) == 32
     # max_nodes caps what one job may take; of several partitions the largest counts.
-    assert partition_size({"partition": "gpu,big", "device": "cuda"}, parts) == (64, None)
-    assert partition_size({"partition": "cpu", "device": "cuda"}, parts) == (None, None)
-    assert partition_size({"partition": "nope", "device": "cuda"}, parts) == (None, None)
-    size, note = partition_size({"partition": "cpu", "device": "cpu"}, parts)
-    assert size is None and note is not None and "256 CPU core(s) over 4 node(s)" in note
-    assert partition_size({"partition": "", "device": "cuda"}, []) == (None, None)
+    assert partition_size({"partition": "gpu,big", "device": "cuda"}, parts) == 64
+    assert partition_size({"partition": "cpu", "device": "cuda"}, parts) is None
+    assert partition_size({"partition": "nope", "device": "cuda"}, parts) is None
+    assert partition_size({"partition": "cpu", "device": "cpu"}, parts) == 256
+    assert partition_size({"partition": "", "device": "cuda"}, []) is None
 
 
 def make_store(tmp_path: Path) -> RunStore:

@@ -88,16 +88,13 @@ def fabric_samples(
     return out
 
 
-def partition_size(
-    spec: Mapping[str, Any], partitions: Sequence[PartitionInfo]
-) -> tuple[int | None, str | None]:
-    """The most processes the group's partition holds (None: unknown), and a note where the
-    number needs one.
+def partition_size(spec: Mapping[str, Any], partitions: Sequence[PartitionInfo]) -> int | None:
+    """The most processes the group's partition holds (None: unknown).
 
-    On GPUs it is the partition's nodes times its GPUs per node. A CPU run's processes are
-    not capped by the partition (a node takes more processes than it has cores, only slower),
-    so there it is None, and the note says how many cores the predictions can honestly count
-    on. An empty partition is the cluster's default one; of several, the largest counts."""
+    On GPUs it is the partition's nodes times its GPUs per node; for a CPU run its cores (a
+    node takes more processes than it has cores, but they then share them, which no
+    measured run showed). An empty partition is the cluster's default one; of several, the
+    largest counts."""
     names = _partition_names(spec)
     chosen = (
         [p for p in partitions if p.name in names]
@@ -105,23 +102,15 @@ def partition_size(
         else [p for p in partitions if p.is_default]
     )
     if not chosen:
-        return None, None
+        return None
+    cpu = spec.get("device") == "cpu"
 
-    def nodes(p: PartitionInfo) -> int:
-        return p.nodes if p.max_nodes is None else min(p.nodes, p.max_nodes)
+    def processes(p: PartitionInfo) -> int:
+        nodes = p.nodes if p.max_nodes is None else min(p.nodes, p.max_nodes)
+        return nodes * (p.cpus_per_node if cpu else p.gpus_per_node)
 
-    if spec.get("device") == "cpu":
-        best = max(chosen, key=lambda p: nodes(p) * p.cpus_per_node)
-        cores = nodes(best) * best.cpus_per_node
-        if cores <= 0:
-            return None, None
-        return None, (
-            f"partition {best.name} has {cores} CPU core(s) over {nodes(best)} node(s): "
-            f"predictions beyond {cores} processes assume a core per process that it does not have"
-        )
-    best = max(chosen, key=lambda p: nodes(p) * p.gpus_per_node)
-    gpus = nodes(best) * best.gpus_per_node
-    return (gpus if gpus > 0 else None), None
+    size = max(processes(p) for p in chosen)
+    return size if size > 0 else None
 
 
 def advise_group(
@@ -154,16 +143,14 @@ def advise_group(
             "run needs two completed epochs)"
         )
     like = runs[0].spec
-    max_world_size, note = partition_size(like, partitions)
     return advise(
         AdvisorInputs(
             group=group,
             runs=size_runs,
             fabric=tuple(fabric_samples(store, store.list_runs(), like)),
-            max_world_size=max_world_size,
+            max_world_size=partition_size(like, partitions),
             threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
             deadline_sec=deadline_sec,
-            notes=(note,) if note else (),
         )
     )
 
