@@ -591,6 +591,10 @@ class Trainer:
         )
         if self.run_info is not None and self.calibrated is not None:
             self.run_info.update(calibration=self.calibrated.as_dict())
+        # The ranks leave the calibration at different times; a rank that starts the epoch's
+        # clock early would count the wait for the others as its first all-reduce, and its
+        # parts would outgrow rank 0's epoch.
+        barrier(self.world)
 
     def _record_buckets(self) -> None:
         """run.json's DDP bucket count, once DDP has rebuilt its buckets."""
