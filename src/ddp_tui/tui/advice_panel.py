@@ -90,8 +90,9 @@ def sizes_table(advice: Advice) -> Table:
     """One row per size, measured and predicted, smallest first; the recommended one marked."""
     table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, header_style="bold")
     table.add_column("World", justify="right", no_wrap=True)
-    table.add_column("Measured", justify="right", no_wrap=True)
-    table.add_column("Predicted", justify="right", no_wrap=True)
+    # Short headers: the panel is 86 columns, and a squeezed table runs its headers together.
+    table.add_column("Meas", justify="right", no_wrap=True)
+    table.add_column("Pred", justify="right", no_wrap=True)
     table.add_column("Efficiency", no_wrap=True)
     table.add_column("GPU-h/ep", justify="right", no_wrap=True)
     table.add_column("Backtest", justify="right", no_wrap=True)
@@ -110,7 +111,7 @@ def sizes_table(advice: Advice) -> Table:
             gpu_hours_text(entry),
             "-" if error is None else f"{error * 100:+.0f}%",
             *share_cells(measured.breakdown if measured else None),
-            style="bold" if picked else None,
+            style="bold" if picked else None if entry.fits_partition else "dim",
         )
     return table
 
@@ -154,9 +155,11 @@ def legend_text(advice: Advice) -> Text:
     legend = "Comp..Other: shares of the measured epoch"
     if inferred:
         legend += f"; {INFERRED_MARK} inferred, not measured"
+    if any(not s.fits_partition for s in advice.sizes):
+        legend += "; dim rows: past the partition's size, never recommended"
     text.append(
-        f"{PICK_MARK} recommended; Measured, Predicted: epoch time; predicted efficiency"
-        f" ~value low-high; {legend}",
+        f"{PICK_MARK} recommended; Meas, Pred: epoch time measured and predicted; predicted"
+        f" efficiency ~value low-high; {legend}",
         style="dim",
     )
     return text
