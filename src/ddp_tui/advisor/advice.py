@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ddp_tui.advisor.changes import changes_for, stragglers
 from ddp_tui.advisor.inputs import AdvisorInputs, SizeRun
-from ddp_tui.advisor.model import INTER, Estimate, ScalingModel, backtest, fit
+from ddp_tui.advisor.model import INTER, Estimate, ScalingModel, backtest, fit, infer_comm
 from ddp_tui.advisor.result import (
     Advice,
     Measured,
@@ -238,6 +238,9 @@ def advise(inputs: AdvisorInputs) -> Advice:
     known_errors = [abs(e) for e in errors.values() if e is not None and math.isfinite(e)]
     width = max(known_errors, default=0.0)
     rates = _Rates(runs)
+    # A script's comm is inferred across the group; fit() and each backtest infer it from
+    # the runs they are given, the table shows it inferred from all of them.
+    shown = {r.run_id: r for r in infer_comm(runs)}
     per_node = max(runs, key=lambda r: r.world_size).gpus_per_node or 1
     sizes: list[SizeAdvice] = []
     for world, nodes in candidate_sizes(runs, inputs.max_world_size):
@@ -247,7 +250,7 @@ def advise(inputs: AdvisorInputs) -> Advice:
                 world_size=world,
                 nodes=nodes,
                 gpus_per_node=run.gpus_per_node if run else min(world, per_node),
-                measured=_measured(run, rates) if run else None,
+                measured=_measured(shown[run.run_id], rates) if run else None,
                 predicted=_predicted(model, world, nodes, rates, width) if model else None,
                 backtest_error=errors.get(run.run_id) if run else None,
                 fits_partition=inputs.max_world_size is None or world <= inputs.max_world_size,
