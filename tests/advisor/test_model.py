@@ -88,7 +88,7 @@ def test_without_a_multi_rank_run_gamma_is_not_fitted() -> None:
     assert model is not None and not model.fitted
     # No overlap assumed: the prediction is the slow end.
     slow = model.predict(2, 1)
-    fast = model.predict(2, 1, Overlap(GAMMA_MAX))
+    fast = model.predict(2, 1, overlap=Overlap(GAMMA_MAX))
     assert slow.epoch_time_sec > fast.epoch_time_sec
 
 

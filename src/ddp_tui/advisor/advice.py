@@ -67,10 +67,9 @@ class _Rates:
     def efficiency(self, speedup: float, world_size: int) -> float:
         return speedup / (world_size / self.base.world_size)
 
-    def efficiency_of(self, estimate: Estimate, world_size: int) -> float:
-        """A model estimate's efficiency at ``world_size``."""
-        speedup = self.speedup(estimate.throughput, estimate.epoch_time_sec)
-        return self.efficiency(speedup, world_size)
+    def of(self, estimate: Estimate) -> float:
+        """A model estimate's rate, by the group's measure."""
+        return self.rate(estimate.throughput, estimate.epoch_time_sec)
 
 
 def _measured(run: SizeRun, rates: _Rates) -> Measured:
@@ -90,8 +89,8 @@ def _predicted(
 ) -> Predicted:
     est = model.predict(world, nodes)
     # Widened by the backtest's worst error, as a factor: a 40% error gives /1.4 and x1.4.
-    fast = model.predict(world, nodes, model.fast).epoch_time_sec / (1 + width)
-    slow = model.predict(world, nodes, model.slow).epoch_time_sec * (1 + width)
+    fast = model.predict(world, nodes, overlap=model.fast).epoch_time_sec / (1 + width)
+    slow = model.predict(world, nodes, overlap=model.slow).epoch_time_sec * (1 + width)
     low, high = min(fast, est.epoch_time_sec), max(slow, est.epoch_time_sec)
     speedup = rates.speedup(est.throughput, est.epoch_time_sec)
     s_low = speedup * est.epoch_time_sec / high
@@ -295,7 +294,16 @@ def advise(inputs: AdvisorInputs) -> Advice:
         deadline_sec=inputs.deadline_sec,
         sizes=tuple(sizes),
         recommendation=rec,
-        changes=tuple(changes_for(runs, model, (target, target_nodes), found, rates.efficiency_of))
+        changes=tuple(
+            changes_for(
+                runs,
+                model,
+                (target, target_nodes),
+                found,
+                rates.of,
+                (rates.base.world_size, rates.base.nodes),
+            )
+        )
         if model is not None
         else (),
         stragglers=tuple(found),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ddp_tui.advisor.fabric import Link, allreduce_sec, fit_link, probe_link, ring_factor
@@ -254,12 +254,19 @@ class ScalingModel:
         return scaled, "scaled"
 
     def predict(
-        self, world_size: int, nodes: int, overlap: Overlap | None = None, **what_if: float
+        self,
+        world_size: int,
+        nodes: int,
+        *,
+        overlap: Overlap | None = None,
+        what_if: Mapping[str, float] | None = None,
     ) -> Estimate:
-        """The epoch at ``world_size``. ``what_if`` scales the step's parts: ``batch``
-        (samples per step, and compute and data with them), ``data`` and ``grad_bytes``."""
+        """The epoch at ``world_size``. ``what_if`` scales the step's parts: ``batch`` and
+        ``accum`` (samples per step, and compute and data with them), ``data`` (the wait) and
+        ``grad_bytes``."""
         ref = self.reference(world_size)
         how = overlap or self.overlap
+        what_if = what_if or {}
         batch = what_if.get("batch", 1.0)
         accum = what_if.get("accum", 1.0)
         work = batch * accum  # micro-batches' worth of compute and data per step
