@@ -8,12 +8,12 @@ a bad value is reported as ``argument --threshold: ...`` with what is allowed (e
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 from typing import TYPE_CHECKING, Final
 
 from ddp_tui.spec.timefmt import parse_time_limit_seconds
+from ddp_tui.text import strict_json
 
 if TYPE_CHECKING:
     from ddp_tui.advisor import Advice
@@ -82,7 +82,7 @@ def advice_text(advice: Advice, *, as_json: bool) -> str:
     """What ``advise`` prints: the report as Markdown, or its JSON document."""
     from ddp_tui.advisor.report import advice_json, advice_markdown
 
-    if as_json:
-        return json.dumps(advice_json(advice), indent=2) + "\n"
+    if as_json:  # strict: a NaN from a damaged file prints as null, as every --json does
+        return strict_json(advice_json(advice)) + "\n"
     text = advice_markdown(advice)
     return text if text.endswith("\n") else text + "\n"
