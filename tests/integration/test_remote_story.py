@@ -28,10 +28,12 @@ from typing import Any
 
 import pytest
 
+from ddp_tui.advisor.report import advice_json
 from ddp_tui.config import Profile
+from ddp_tui.remote.advising import advise_group
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import ExecutorError
-from ddp_tui.remote.runs import SCRIPT_FILE
+from ddp_tui.remote.executor import ExecutorError, LocalExecutor
+from ddp_tui.remote.runs import SCRIPT_FILE, RunStore
 from ddp_tui.remote.ssh import SSHExecutor
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.views import RunDetail, RunView
@@ -44,6 +46,7 @@ from tests.integration.story import (
     tiny_spec,
     wait_state,
 )
+from tests.tui.advice_runs import finished_sweep
 
 pytestmark = [
     pytest.mark.ssh,
@@ -426,6 +429,23 @@ def test_steady_state_refresh_is_one_round_trip_whatever_the_number_of_runs(
         seen[2 + extra] = [costs(None), costs(None), costs(followed), costs(followed)]
     # One round trip, no new remote command, no SFTP call: for 2 runs as for 8.
     assert seen == {n: [(1, 0, 0, n)] * 4 for n in (2, 8)}, seen
+
+
+def test_the_scaling_advice_over_ssh_is_the_one_made_from_the_same_files_on_the_login_node(
+    remote: Remote,
+) -> None:
+    """The advisor reads every run's step_times.jsonl, run.json and metrics through the
+    executor's batched reads: over SSH it gives exactly the advice the login node works out
+    from the same files (the straggler it names comes from the step times)."""
+    root = Path(remote.cluster.store.root)
+    root.mkdir(parents=True, exist_ok=True)
+    group = finished_sweep(root)
+    over_ssh = advice_json(remote.cluster.advise(group))
+    store = RunStore(LocalExecutor(), str(root))
+    here = advice_json(advise_group(store, group, partitions=remote.cluster.partitions()))
+    assert over_ssh == here
+    assert [s["world_size"] for s in over_ssh["sizes"] if s["measured"]] == [1, 2]
+    assert [(s["rank"], s["world_size"]) for s in over_ssh["stragglers"]] == [(1, 2)]
 
 
 @pytest.mark.parametrize(
