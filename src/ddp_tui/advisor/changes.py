@@ -182,7 +182,8 @@ def _bucket_change(model: ScalingModel, world: int, nodes: int, comm_share: floa
             "bucket_cap",
             f"all {mib:.0f} MiB of gradients sit in one bucket, so the all-reduce starts only "
             f"when backward ends ({comm_share:.0%} of the epoch exposed): bucket_cap_mb={cap:.0f} "
-            "makes about four buckets that go out while backward runs",
+            "makes about four buckets that go out while backward runs (DDP's bucket_cap_mb; "
+            "the built-in trainer's --bucket-cap-mb, in the spec's extra_trainer_args)",
             {"buckets": 1, "bucket_cap_mb": cap, "comm_share": comm_share},
         )
     link, _ = model.fabric.link(nodes)
@@ -198,6 +199,7 @@ def _bucket_change(model: ScalingModel, world: int, nodes: int, comm_share: floa
         "bucket_cap",
         f"{model.buckets} buckets pay the link's latency {model.buckets} times a step "
         f"({duration(per_epoch)} of each {duration(total)} epoch at world size {world}): a "
-        "larger bucket_cap_mb sends fewer, bigger messages",
+        "larger bucket_cap_mb sends fewer, bigger messages (the built-in trainer's "
+        "--bucket-cap-mb, in the spec's extra_trainer_args)",
         {"buckets": model.buckets, "latency_per_epoch_sec": per_epoch},
     )
