@@ -20,6 +20,7 @@ from ddp_tui.advisor.result import (
     Predicted,
     Recommendation,
     SizeAdvice,
+    gpu_hours,
 )
 from ddp_tui.advisor.words import duration, size_words
 
@@ -109,7 +110,7 @@ def _predicted(
         efficiency=rates.efficiency(speedup, world),
         efficiency_low=rates.efficiency(s_low, world),
         efficiency_high=rates.efficiency(s_high, world),
-        gpu_hours_per_epoch=world * est.epoch_time_sec / 3600,
+        gpu_hours_per_epoch=gpu_hours(world, est.epoch_time_sec),
         comm_sec=est.comm_sec,
         link=est.link,
     )
@@ -139,14 +140,14 @@ def _by_threshold(sizes: Sequence[SizeAdvice], threshold: float) -> Recommendati
     reason = (
         f"{size_words(size.world_size, size.nodes, size.gpus_per_node)} is the largest size "
         f"whose efficiency stays at or above {threshold:.0%}: {eff:.0%} {how}, "
-        f"{duration(epoch)} and {size.world_size * epoch / 3600:.3g} GPU-hours per epoch"
+        f"{duration(epoch)} and {gpu_hours(size.world_size, epoch):.3g} GPU-hours per epoch"
     )
     beyond = [(s, e) for s, e in known if s.world_size > size.world_size]
     if beyond:
         nxt, (n_epoch, n_eff) = min(beyond, key=lambda item: item[0].world_size)
         reason += (
             f"; {nxt.world_size} would be {n_eff:.0%} "
-            f"({duration(n_epoch)}, {nxt.world_size * n_epoch / 3600:.3g} GPU-hours per epoch)"
+            f"({duration(n_epoch)}, {gpu_hours(nxt.world_size, n_epoch):.3g} GPU-hours per epoch)"
         )
     return Recommendation(size.world_size, size.nodes, size.gpus_per_node, reason, "threshold")
 
@@ -159,7 +160,7 @@ def _by_deadline(sizes: Sequence[SizeAdvice], deadline: float, epochs: int) -> R
 
     def cost(item: tuple[SizeAdvice, tuple[float, float]]) -> tuple[float, float]:
         s, (epoch, _) = item
-        return s.world_size * epoch * epochs / 3600, epoch
+        return gpu_hours(s.world_size, epoch * epochs), epoch
 
     meets = [item for item in known if item[1][0] * epochs <= deadline]
     if meets:

@@ -151,7 +151,7 @@ def changes_for(
     if bucket is not None:
         out.append(bucket)
     for s in found:
-        wait = (s.busy_median_sec - s.median_busy_sec) * 1.0
+        wait = s.busy_median_sec - s.median_busy_sec
         out.append(
             Change(
                 "exclude",

@@ -9,12 +9,11 @@ compute column holds the all-reduce too, so the comm part is inferred later, acr
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddp_tui.advisor.inputs import Breakdown, FabricSample, RankTime, SizeRun
-from ddp_tui.results import RunData, epoch_rows, summarize
+from ddp_tui.results import RunData, epoch_rows, steady_median, summarize
 
 _INFERRED = ("compute_sec", "comm_sec", "other_sec")
 
@@ -30,23 +29,14 @@ def _int(value: Any) -> int | None:
     return int(number) if number is not None and number.is_integer() and number > 0 else None
 
 
-def _steady(rows: Sequence[Mapping[str, float | None]], column: str) -> float | None:
-    """The median of ``column`` over the epochs after the first (the only one, if one)."""
-    for part in (rows[1:], rows[:1]):
-        values = [v for v in (_num(r.get(column)) for r in part) if v is not None]
-        if values:
-            return statistics.median(values)
-    return None
-
-
 def breakdown(rows: Sequence[Mapping[str, float | None]], epoch_time: float) -> Breakdown | None:
     """The steady epoch split four ways; the rest (``other``) makes the parts sum to
     ``epoch_time``. None without a compute column (nothing was timed inside the epoch)."""
-    compute = _steady(rows, "compute_time_sec")
+    compute = steady_median(rows, "compute_time_sec")
     if compute is None:
         return None
-    data = _steady(rows, "data_load_time_sec") or 0.0
-    comm = _steady(rows, "comm_time_sec")
+    data = steady_median(rows, "data_load_time_sec") or 0.0
+    comm = steady_median(rows, "comm_time_sec")
     inferred: tuple[str, ...] = ()
     if comm is None:
         comm, inferred = 0.0, _INFERRED

@@ -89,8 +89,6 @@ class StepTimes:
     comm: float  # exposed
     rest: float  # the training loop's own overhead
     outside: float  # per epoch: what the epoch does outside its steps
-    #: The step's samples over all ranks (None: unknown, a script's).
-    global_batch: float | None
 
 
 def step_times(run: SizeRun) -> StepTimes | None:
@@ -109,7 +107,7 @@ def step_times(run: SizeRun) -> StepTimes | None:
         outside = max(0.0, run.epoch_time_sec - steps * (compute + data + comm + rest))
     else:
         rest, outside = b.other_sec / steps, 0.0
-    return StepTimes(run, steps, compute, data, comm, rest, outside, run.global_batch)
+    return StepTimes(run, steps, compute, data, comm, rest, outside)
 
 
 def infer_comm(runs: Sequence[SizeRun]) -> list[SizeRun]:
@@ -185,9 +183,10 @@ def build_fabric(
         link = fit_link(sample, kind, target)
         if link is not None:
             links[kind] = link
+    measured = set(links)  # a preflight's whole table beats a probe's one message
     for run in sorted(runs, key=lambda r: r.world_size):
         kind = INTER if run.nodes > 1 else INTRA
-        if kind in links and not links[kind].source.startswith("trainer"):
+        if kind in measured:
             continue
         if run.probe is not None:
             link = probe_link(run.run_id, run.world_size, run.probe, kind)
@@ -283,8 +282,8 @@ class ScalingModel:
         steps = self.steps(ref, world_size) / work
         epoch = steps * step + ref.outside * steps / max(self.steps(ref, ref.run.world_size), 1e-9)
         throughput = None
-        if ref.global_batch:
-            throughput = ref.global_batch * work * world_size / ref.run.world_size / step
+        if ref.run.global_batch:  # None: a script's, unknown
+            throughput = ref.run.global_batch * work * world_size / ref.run.world_size / step
         return Estimate(epoch, step, throughput, steps * exposed, kind)
 
 

@@ -68,17 +68,24 @@ def _time(value: float | None) -> str:
     return "" if value is None else duration(value)
 
 
+#: What marks a share the advisor worked out rather than measured.
+INFERRED_MARK = "*"
+
+
+def share_text(b: Breakdown, part: str) -> str:
+    """``27%``, or ``27%*`` where the part was inferred."""
+    return f"{b.share(part):.0%}{INFERRED_MARK if part in b.inferred else ''}"
+
+
 def breakdown_shares(b: Breakdown | None) -> str:
     """``compute 61% data 4% comm 27%* other 8%``; a ``*`` marks an inferred part."""
     if b is None:
         return ""
-    return " ".join(
-        f"{p.removesuffix('_sec')} {b.share(p):.0%}{'*' if p in b.inferred else ''}" for p in PARTS
-    )
+    return " ".join(f"{p.removesuffix('_sec')} {share_text(b, p)}" for p in PARTS)
 
 
 def size_table_rows(advice: Advice) -> list[dict[str, str]]:
-    """The sizes as text cells, shared by the Markdown table and the app's panel."""
+    """The sizes as the Markdown table's text cells."""
     rows: list[dict[str, str]] = []
     for s in advice.sizes:
         m, p = s.measured, s.predicted

@@ -9,6 +9,11 @@ from typing import Any
 from ddp_tui.advisor.inputs import Breakdown
 
 
+def gpu_hours(world_size: int, seconds: float) -> float:
+    """What ``world_size`` GPUs (or processes) busy for ``seconds`` cost, in GPU-hours."""
+    return world_size * seconds / 3600
+
+
 @dataclass(frozen=True)
 class Measured:
     run_id: str

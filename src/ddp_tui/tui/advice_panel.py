@@ -18,6 +18,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ddp_tui.advisor.inputs import PARTS
+from ddp_tui.advisor.report import INFERRED_MARK, share_text
+from ddp_tui.advisor.result import gpu_hours
 from ddp_tui.tui.formatting import duration, number, size
 
 if TYPE_CHECKING:
@@ -28,8 +30,6 @@ PART_COLUMNS = tuple(
     (part, {"compute_sec": "Comp", "data_sec": "Data", "comm_sec": "Comm"}.get(part, "Other"))
     for part in PARTS
 )
-#: What marks a share the advisor worked out rather than measured (as in the reports).
-INFERRED_MARK = "*"
 #: The mark of the recommended size's row.
 PICK_MARK = "▶"
 
@@ -70,7 +70,7 @@ def efficiency_text(entry: SizeAdvice) -> Text:
 def gpu_hours_text(entry: SizeAdvice) -> str:
     """GPU-hours per epoch: measured where the size was run, else predicted."""
     if entry.measured is not None:
-        return number(entry.measured.epoch_time_sec * entry.world_size / 3600, 3)
+        return number(gpu_hours(entry.world_size, entry.measured.epoch_time_sec), 3)
     if entry.predicted is not None:
         return number(entry.predicted.gpu_hours_per_epoch, 3)
     return "-"
@@ -80,10 +80,7 @@ def share_cells(breakdown: Breakdown | None) -> list[str]:
     """Each part's share of the epoch, ``*``-marked where it was inferred."""
     if breakdown is None:
         return ["-"] * len(PART_COLUMNS)
-    return [
-        _percent(breakdown.share(part)) + (INFERRED_MARK if part in breakdown.inferred else "")
-        for part, _ in PART_COLUMNS
-    ]
+    return [share_text(breakdown, part) for part, _ in PART_COLUMNS]
 
 
 def sizes_table(advice: Advice) -> Table:
