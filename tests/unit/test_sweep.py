@@ -22,6 +22,7 @@ from ddp_tui.spec import (
     parse_sweep_option,
     sweep_from_options,
     validate,
+    value_words,
     varying_fields,
 )
 from ddp_tui.spec.vocabulary import NAME_PATTERN
@@ -73,6 +74,15 @@ def test_unknown_field_is_refused_with_the_closest_names() -> None:
 def test_bad_option_is_refused_saying_what_is_allowed(option: str, words: str) -> None:
     (error,) = refused(lambda: parse_sweep_option(option))
     assert error.startswith("sweep: ") and words in error
+
+
+def test_value_words_say_what_a_value_may_be() -> None:
+    assert value_words("gpus_per_node") == "an integer from 1 to 128"
+    assert value_words("lr") == "a number above 0 and at most 100"
+    assert value_words("batch_per_gpu") == "an integer from 1 to 1000000 (samples)"
+    assert value_words("precision") == "one of auto, off, bf16 or fp16"
+    (error,) = refused(lambda: parse_sweep_option("nodes=1,"))
+    assert error.endswith("each value is an integer from 1 to 1024")
 
 
 def test_options_collect_every_problem() -> None:

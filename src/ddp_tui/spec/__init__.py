@@ -32,6 +32,7 @@ from ddp_tui.spec.sweep import (
     load_sweep_file,
     parse_sweep_option,
     sweep_from_options,
+    value_words,
     varying_fields,
 )
 from ddp_tui.spec.timefmt import format_time_limit, parse_time_limit, parse_time_limit_seconds
@@ -95,5 +96,6 @@ __all__ = [
     "sweep_from_options",
     "validate",
     "validate_for_cluster",
+    "value_words",
     "varying_fields",
 ]

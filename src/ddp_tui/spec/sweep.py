@@ -333,11 +333,20 @@ def _split_values(text: str) -> tuple[str, ...]:
     return tuple(value.strip() for value in text.split(separator))
 
 
-def _takes(field: FieldSpec) -> str:
-    """What one value of ``field`` is, in words: ``one of sgd or adamw``, ``a number``."""
+def value_words(name: str) -> str:
+    """What one value of field ``name`` is, in words (``one of sgd or adamw``, ``an integer
+    from 1 to 128``), for a sweep's messages and the sweep dialog's hints."""
+    field = FIELDS[name]
     if field.choices:
         return f"one of {field.allowed}"
-    words = KIND_WORDS[field.kind].removesuffix(" or null")
+    if field.kind in ("int", "optint") and field.minimum is not None:
+        words = f"an integer from {field.minimum} to {field.maximum}"
+    elif field.kind in ("float", "optfloat") and field.minimum is not None:
+        words = f"a number above {field.minimum} and at most {field.maximum}"
+    elif field.kind in ("str", "strlist", "env"):
+        words = field.pattern_words or field.placeholder
+    else:
+        words = KIND_WORDS[field.kind]
     return f"{words} ({field.unit})" if field.unit else words
 
 
@@ -365,7 +374,7 @@ def _axis_errors(axis: SweepAxis) -> list[FieldError]:
         ]
     if field is None:
         return [FieldError("sweep", _not_a_field(axis.field))]
-    example = f"write {axis.field}=V1,V2,... where each value is {_takes(field)}"
+    example = f"write {axis.field}=V1,V2,... where each value is {value_words(axis.field)}"
     if not axis.values:
         return [FieldError("sweep", f"{axis.field}: give at least one value; {example}")]
     errors: list[FieldError] = []
