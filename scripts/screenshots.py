@@ -26,7 +26,7 @@ USER_SCRIPT = Path(__file__).resolve().parents[1] / "tests/helpers/user_scripts/
 def _sweep(root: Path) -> None:
     from ddp_tui.config import Profile
     from ddp_tui.remote.cluster import Cluster
-    from ddp_tui.spec import ExperimentSpec
+    from ddp_tui.spec import ExperimentSpec, sweep_from_options
 
     cluster = Cluster.open(Profile(scheduler="local", runs_root=str(root / "runs")))
     script = ExperimentSpec(
@@ -68,7 +68,7 @@ def _sweep(root: Path) -> None:
         telemetry_sec=1,
         python=sys.executable,
     )
-    views += cluster.submit_plans(cluster.plan_sweep(spec, [1, 2], dimension="gpus"))
+    views += cluster.submit_sweep(cluster.plan_sweep(spec, sweep_from_options(["1,2"])))
     views.append(cluster.submit(cluster.plan(script)))
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:

@@ -1,7 +1,7 @@
 """`ddp-tui`: the app, and scriptable subcommands on the same facade.
 
 Plain ``ddp-tui`` starts the app. ``ddp-tui submit|ls|logs|cancel|retry|verify|why|
-resources|compare|advise|preflight`` do the same things without a screen, for scripts and CI.
+resources|compare|diff|advise|preflight`` do the same things without a screen, for scripts and CI.
 Nothing here imports torch, and textual is imported only when the app starts.
 
 Output behaves like a Unix tool's: piped into ``head``, a command stops quietly when the
@@ -16,7 +16,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddp_tui import __version__
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from ddp_tui.remote.cluster import Cluster
     from ddp_tui.remote.plan import SubmitPlan
     from ddp_tui.remote.views import RunView
-    from ddp_tui.spec import ExperimentSpec, FieldSpec
+    from ddp_tui.spec import ExperimentSpec, FieldSpec, SweepFile
 
 #: Run directories the app reads per refresh: its first table shows the newest runs at
 #: once, and older ones join it refresh by refresh (the CLI reads them all at once).
@@ -40,6 +41,7 @@ SUBCOMMANDS = (
     "retry",
     "verify",
     "compare",
+    "diff",
     "advise",
     "preflight",
 )
@@ -127,6 +129,7 @@ def _python_check_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from ddp_tui.cli_advise import add_advise_parser
+    from ddp_tui.cli_diff import add_diff_parser
 
     p = argparse.ArgumentParser(
         prog="ddp-tui", description="Run PyTorch DDP experiments on Slurm clusters."
@@ -147,14 +150,36 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="print the job script, submit nothing")
     s.add_argument(
         "--sweep",
-        metavar="SIZES",
-        help="sizes such as 1,2,4,8, submitted as one group (default: one run)",
+        metavar="FIELD=V1,V2",
+        action="append",
+        help="sweep a spec field over values, e.g. lr=0.1,0.01; repeat it for a grid; bare "
+        "sizes such as 1,2,4,8 sweep the size (--sweep-over). One group; members that share "
+        "their resources go to Slurm as one job array (docs/sweeps.md)",
+    )
+    s.add_argument(
+        "--sweep-mode",
+        choices=("grid", "zip"),
+        default="grid",
+        help="grid: every combination of the swept values (default); zip: the i-th value of "
+        "each list together (lists of one length)",
+    )
+    s.add_argument(
+        "--sweep-file",
+        metavar="TOML",
+        help="a sweep in a TOML file ([sweep] field = [values], optional [base], mode and "
+        "max_concurrent); --sweep options add to it",
+    )
+    s.add_argument(
+        "--max-concurrent",
+        type=int,
+        metavar="K",
+        help="run at most K members of the sweep at once (the job array's %%K)",
     )
     s.add_argument(
         "--sweep-over",
         choices=("gpus", "nodes"),
         default="gpus",
-        help="what the sweep's sizes set: GPUs per node or nodes (default: gpus)",
+        help="what bare sweep sizes set: GPUs per node or nodes (default: gpus)",
     )
     _python_check_options(s)
     pf = sub.add_parser(
@@ -191,14 +216,26 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("run", help="run id, a unique prefix of one, or a job id")
     lg.add_argument("--err", action="store_true", help="print the .err file instead")
     lg.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends")
-    cp = sub.add_parser("compare", help="scaling table of a group (or of a run's group)")
+    cp = sub.add_parser(
+        "compare",
+        help="a group's runs: the fields that differ, their outcomes, the best marked; and "
+        "the scaling table where their sizes differ",
+    )
     cp.add_argument("group", help="group key, or a run in the group")
+    cp.add_argument(
+        "--sort",
+        metavar="COLUMN",
+        help="order the outcome table by a column: a differing field, final_val, best_val, "
+        "epochs_done, wall_sec, gpu_hours (cpu_hours), throughput, state or run_id; the "
+        "metric's best first, others ascending (docs/compare.md)",
+    )
     cp.add_argument(
         "--export",
         action="store_true",
         help="write Markdown and CSV next to the runs, with the scaling advice",
     )
     add_advise_parser(sub)
+    add_diff_parser(sub)
     return p
 
 
@@ -328,7 +365,11 @@ def _run_app(args: argparse.Namespace) -> int:
     return run_app(factory, profile=profile)
 
 
-def _spec_from_args(cluster: Cluster, args: argparse.Namespace) -> ExperimentSpec:
+def _spec_from_args(
+    cluster: Cluster, args: argparse.Namespace, under: Mapping[str, str] | None = None
+) -> ExperimentSpec:
+    """The spec of the command line's options over the profile's defaults (or --spec);
+    ``under``: fields the options override (a sweep file's ``[base]``)."""
     from ddp_tui.remote.plan import ValidationFailed
     from ddp_tui.spec import ExperimentSpec, check_form
 
@@ -337,11 +378,12 @@ def _spec_from_args(cluster: Cluster, args: argparse.Namespace) -> ExperimentSpe
         with open(args.spec_file, encoding="utf-8") as fh:
             doc = json.load(fh)
         base = ExperimentSpec.from_dict(doc.get("spec", doc))
-    form = {
-        k.removeprefix("spec_"): v
+    form = dict(under or {})
+    form.update(
+        (k.removeprefix("spec_"), v)
         for k, v in vars(args).items()
         if k.startswith("spec_") and v is not None
-    }
+    )
     spec, errors = check_form(form, base)
     if spec is None:
         raise ValidationFailed(errors)
@@ -350,11 +392,17 @@ def _spec_from_args(cluster: Cluster, args: argparse.Namespace) -> ExperimentSpe
 
 def _cmd_submit(cluster: Cluster, args: argparse.Namespace) -> int:
     from ddp_tui.remote.plan import ValidationFailed
-    from ddp_tui.spec import FieldError
+    from ddp_tui.spec import FieldError, SpecError
 
-    spec = _spec_from_args(cluster, args)
+    try:
+        sweep_file = _sweep_file(args)
+    except SpecError as exc:
+        raise ValidationFailed(exc.errors) from None
+    spec = _spec_from_args(cluster, args, sweep_file.base if sweep_file else None)
     _recheck_python(cluster, args, spec)
     try:
+        if args.sweep or sweep_file is not None:
+            return _submit_sweep(cluster, args, spec, sweep_file)
         return _submit(cluster, args, spec)
     except ValidationFailed as exc:
         if cluster.scheduler.name == "local" and spec.needs_slurm:
@@ -365,8 +413,7 @@ def _cmd_submit(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) -> int:
-    from ddp_tui.remote.plan import ValidationFailed, require_ok
-    from ddp_tui.spec import FieldError
+    from ddp_tui.remote.plan import ValidationFailed
 
     if args.dry_run:
         # No warnings here: a dry run is how a script is previewed where Slurm is not
@@ -376,29 +423,78 @@ def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) ->
             raise ValidationFailed(plan.errors)
         print(plan.script, end="")  # exactly the job.sbatch a submit of this plan writes
         return 0
-    if args.sweep:
-        try:
-            sizes = [int(x) for x in args.sweep.split(",") if x.strip()]
-        except ValueError:
-            raise ValidationFailed(
-                [FieldError("sweep", f"expected sizes like 1,2,4,8, got {args.sweep!r}")]
-            ) from None
-        plans = cluster.plan_sweep(spec, sizes, dimension=args.sweep_over)
-        _warn(plans)
-        # Each plan is submitted here, not by submit_plans, so that each snapshot's upload
-        # is reported as it happens; require_ok keeps "all or nothing".
-        require_ok(plans)
-        for plan in plans:
-            view = cluster.submit(plan)
-            _report_snapshot(cluster, plan)
-            print(f"{view.run_id}\t{view.job_id}\t{view.spec.nodes}x{view.spec.gpus_per_node}")
-        return 0
     plan = cluster.plan(spec)
     _warn([plan])
     view = cluster.submit(plan)
     _report_snapshot(cluster, plan)
     print(f"{view.run_id}\t{view.job_id}")
     return 0
+
+
+def _submit_sweep(
+    cluster: Cluster,
+    args: argparse.Namespace,
+    spec: ExperimentSpec,
+    sweep_file: SweepFile | None,
+) -> int:
+    """Plan the sweep (all members, or none, are submitted); print each member's run id, job
+    id, size and values. A dry run prints the scripts the submit would hand to the
+    scheduler: each job array's, then each separate member's."""
+    from ddp_tui.remote.plan import ValidationFailed
+    from ddp_tui.spec import SpecError, Sweep, sweep_from_options
+
+    size_field = "gpus_per_node" if args.sweep_over == "gpus" else "nodes"
+    try:
+        options = (
+            sweep_from_options(args.sweep, mode=args.sweep_mode, size_field=size_field)
+            if args.sweep
+            else None
+        )
+        if sweep_file is None:
+            assert options is not None  # the caller plans a sweep only with one or the other
+            sweep = options
+        else:
+            loaded = sweep_file.sweep
+            # The options' axes come after the file's; --sweep-mode zip wins over the file.
+            sweep = Sweep(
+                (*loaded.axes, *(options.axes if options else ())),
+                "zip" if args.sweep_mode == "zip" else loaded.mode,
+                loaded.max_concurrent,
+            )
+    except SpecError as exc:
+        raise ValidationFailed(exc.errors) from None
+    plan = cluster.plan_sweep(spec, sweep, max_concurrent=args.max_concurrent)
+    if args.dry_run:
+        if not plan.ok:
+            raise ValidationFailed(plan.errors)
+        print(f"ddp-tui: sweep of {plan.summary()}", file=sys.stderr)
+        print("\n".join(plan.scripts()), end="")
+        return 0
+    _warn([*plan.plans])
+    if not plan.ok:
+        raise ValidationFailed(plan.errors)
+    print(f"ddp-tui: submitting {plan.summary()}", file=sys.stderr)
+    views = cluster.submit_sweep(plan)
+    for view, member in zip(views, plan.members, strict=True):
+        size = f"{view.spec.nodes}x{view.spec.gpus_per_node}"
+        print(f"{view.run_id}\t{view.job_id}\t{size}\t{member.label}")
+    return 0
+
+
+def _sweep_file(args: argparse.Namespace) -> SweepFile | None:
+    """``--sweep-file``'s sweep and base fields (None without one); :class:`SpecError`
+    naming the file and what is wrong in it."""
+    from ddp_tui.spec import FieldError, SpecError, load_sweep_file
+
+    if not args.sweep_file:
+        return None
+    try:
+        text = Path(args.sweep_file).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(
+            [FieldError("sweep_file", f"cannot read {args.sweep_file}: {exc.strerror or exc}")]
+        ) from None
+    return load_sweep_file(text, source=args.sweep_file)
 
 
 def _report_snapshot(cluster: Cluster, plan: SubmitPlan) -> None:
@@ -445,8 +541,11 @@ def _fmt(x: float | None, spec: str = ".4g") -> str:
 
 def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
     from ddp_tui.text import strict_json
+    from ddp_tui.usage import hours_text, resource_hours
 
     snap = cluster.refresh()
+    # GPU-hours (CPU-hours on the CPU): the allocation times the latest attempt's elapsed.
+    hours = {v.run_id: resource_hours(v.spec, v.elapsed_sec) for v in snap.runs}
     if snap.error:
         print(f"ddp-tui: warning: {snap.error}", file=sys.stderr)
     if args.json:
@@ -465,6 +564,8 @@ def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
                 "train_loss": v.last_train_loss,
                 v.val_metric_name: v.last_val_metric,
                 "throughput": v.throughput,
+                "gpu_hours": hours[v.run_id][0] if hours[v.run_id][1] == "GPU" else None,
+                "cpu_hours": hours[v.run_id][0] if hours[v.run_id][1] == "CPU" else None,
                 "group": v.group,
                 "kind": v.kind,
                 "note": v.note or None,
@@ -476,13 +577,13 @@ def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
         ]
         print(strict_json(rows))
         return 0
-    print("RUN\tJOB\tSTATE\tSIZE\tEPOCH\tLOSS\tVAL\tSAMPLES/S\tREASON")
+    print("RUN\tJOB\tSTATE\tSIZE\tEPOCH\tLOSS\tVAL\tSAMPLES/S\tGPU-H\tREASON")
     for v in snap.runs:
         val = v.preflight.bandwidth_label if v.preflight else _fmt(v.last_val_metric)
         print(
             f"{v.run_id}\t{v.job_id or '-'}\t{v.state_label}\t{v.spec.nodes}x{v.spec.gpus_per_node}"
             f"\t{v.epoch_label}\t{_fmt(v.last_train_loss)}\t{val}\t{_fmt(v.throughput, '.1f')}"
-            f"\t{v.reason_label or '-'}"
+            f"\t{hours_text(*hours[v.run_id])}\t{v.reason_label or '-'}"
         )
     for v in snap.runs:
         if v.note:  # the "*" of the STATE column, spelled out
@@ -638,16 +739,38 @@ def resolve_group(cluster: Cluster, key: str) -> str:
 
 
 def _cmd_compare(cluster: Cluster, args: argparse.Namespace) -> int:
+    """The outcome table (fields that differ, outcomes, the best marked), then the scaling
+    table where the runs' sizes differ (or nothing does)."""
+    from ddp_tui.outcomes import outcomes_markdown, sort_outcomes
     from ddp_tui.results import to_markdown
 
     group = resolve_group(cluster, args.group)
-    df = cluster.compare(group)
-    if df.empty:
-        raise LookupError(f"no runs in group {group!r}")
-    print(to_markdown(df))
+    outcomes = cluster.outcomes(group)  # LookupError for a group with no runs
+    if args.sort:
+        try:
+            outcomes = sort_outcomes(outcomes, args.sort)
+        except ValueError as exc:
+            print(f"ddp-tui: --sort: {exc}", file=sys.stderr)
+            return 2
+    print(f"# Outcomes: {group}\n")
+    print(outcomes_markdown(outcomes))
+    if outcomes.shows_scaling:
+        print("# Scaling\n")
+        print(to_markdown(cluster.compare(group)))
     if args.export:
         for path in cluster.export_comparison(group):
             print(f"wrote {path}")
+    return 0
+
+
+def _cmd_diff(cluster: Cluster, args: argparse.Namespace) -> int:
+    from ddp_tui.cli_diff import diff_text
+
+    a, b = resolve_run(cluster, args.run_a), resolve_run(cluster, args.run_b)
+    if a.run_id == b.run_id:
+        print(f"ddp-tui: diff needs two different runs: both name {a.run_id}", file=sys.stderr)
+        return 2
+    print(diff_text(cluster.diff(a.run_id, b.run_id), as_json=args.json), end="")
     return 0
 
 
@@ -671,6 +794,7 @@ _COMMANDS = {
     "why": _cmd_why,
     "resources": _cmd_resources,
     "compare": _cmd_compare,
+    "diff": _cmd_diff,
     "advise": _cmd_advise,
 }
 

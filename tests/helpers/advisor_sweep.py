@@ -18,7 +18,7 @@ from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.views import RunView
-from ddp_tui.spec import ExperimentSpec
+from ddp_tui.spec import ExperimentSpec, sweep_from_options
 
 SIZES = (1, 2)
 PREFLIGHT_SIZE = 2
@@ -74,7 +74,9 @@ class Sweep:
 def submit_sweep(cluster: Cluster, *, steps: int, epochs: int, name: str = "advise") -> Sweep:
     """Submit the sweep and the preflight (nothing waits yet); the views as submitted."""
     spec = resnet_spec(steps=steps, epochs=epochs, name=name)
-    views = cluster.submit_plans(cluster.plan_sweep(spec, SIZES))
+    views = cluster.submit_sweep(
+        cluster.plan_sweep(spec, sweep_from_options([",".join(map(str, SIZES))]))
+    )
     preflight = cluster.submit(
         cluster.plan(spec.replace(gpus_per_node=PREFLIGHT_SIZE), kind="preflight")
     )

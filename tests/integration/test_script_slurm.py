@@ -15,6 +15,7 @@ import pytest
 
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
+from ddp_tui.spec import sweep_from_options
 from tests.helpers.hold import Hold
 from tests.integration.story import (
     epochs_in_metrics,
@@ -54,7 +55,9 @@ def test_a_two_node_script_run_lists_parses_and_verifies(cluster: Cluster) -> No
 
 def test_a_one_and_two_node_sweep_of_a_script_compares_by_epoch_time(cluster: Cluster) -> None:
     spec = two_node_spec("tutorial_ddp.py", name="own-nodes")
-    runs = cluster.submit_plans(cluster.plan_sweep(spec, [1, 2], dimension="nodes"))
+    runs = cluster.submit_sweep(
+        cluster.plan_sweep(spec, sweep_from_options(["1,2"], size_field="nodes"))
+    )
     for r in runs:
         done = wait_state(cluster, r.run_id, JobState.COMPLETED, JobState.FAILED, timeout=240)
         assert done.state is JobState.COMPLETED, cluster.follow(r.run_id).err_lines[-30:]

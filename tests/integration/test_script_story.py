@@ -19,6 +19,7 @@ from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.views import RunView
+from ddp_tui.spec import sweep_from_options
 from tests.integration.story import (
     epochs_in_metrics,
     run_json,
@@ -143,7 +144,7 @@ def test_a_crashing_script_fails_with_its_traceback_and_keeps_its_run_dir(
 
 def test_a_sweep_of_a_script_over_processes_compares(cluster: Cluster) -> None:
     spec = tiny_script_spec("tutorial_ddp.py", name="own-sweep")
-    runs = cluster.submit_plans(cluster.plan_sweep(spec, [1, 2], dimension="gpus"))
+    runs = cluster.submit_sweep(cluster.plan_sweep(spec, sweep_from_options(["1,2"])))
     assert len({r.group for r in runs}) == 1 and runs[0].group
     for r in runs:
         finish(cluster, r)

@@ -17,6 +17,7 @@ import pytest
 
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
+from ddp_tui.spec import sweep_from_options
 from tests.helpers.hold import Hold
 from tests.integration.story import epochs_in_metrics, tiny_spec, wait_for, wait_state
 
@@ -47,8 +48,10 @@ def test_two_node_run_completes_and_verifies(cluster: Cluster) -> None:
 
 
 def test_sweep_over_nodes_gives_speedup_and_efficiency(cluster: Cluster) -> None:
-    runs = cluster.submit_plans(
-        cluster.plan_sweep(slurm_spec(name="sweep", epochs=2), [1, 2], dimension="nodes")
+    runs = cluster.submit_sweep(
+        cluster.plan_sweep(
+            slurm_spec(name="sweep", epochs=2), sweep_from_options(["1,2"], size_field="nodes")
+        )
     )
     assert len({r.group for r in runs}) == 1 and runs[0].group
     for r in runs:

@@ -23,7 +23,7 @@ from ddp_tui.remote.executor import LocalExecutor
 from ddp_tui.remote.local import LocalScheduler
 from ddp_tui.remote.plan import ValidationFailed
 from ddp_tui.remote.runs import RUN_ID_RE, RunStore
-from ddp_tui.spec import ExperimentSpec, SpecError, validate
+from ddp_tui.spec import ExperimentSpec, SpecError, sweep_from_options, validate
 
 
 def tiny(**changes: Any) -> ExperimentSpec:
@@ -156,21 +156,25 @@ def test_a_preflight_plan_is_named_for_it_in_no_group_and_runs_the_collective_te
 
 
 def test_a_sweep_is_one_plan_per_size_in_one_group(cluster: Cluster, tmp_path: Path) -> None:
-    plans = cluster.plan_sweep(tiny(name="sw"), [2, 1, 2])
-    assert [p.spec.gpus_per_node for p in plans] == [1, 2]
-    assert [p.spec.name for p in plans] == ["sw-g1", "sw-g2"]
-    assert len({p.group for p in plans}) == 1 and len({p.run_id for p in plans}) == 2
-    bad = cluster.plan_sweep(tiny(name="sw"), [1, 2], dimension="nodes")
-    assert [e.field for e in bad[1].errors] == ["sweep[2] nodes"]
+    plan = cluster.plan_sweep(tiny(name="sw"), sweep_from_options(["1,2"]))
+    assert [p.spec.gpus_per_node for p in plan.plans] == [1, 2]
+    assert [p.spec.name for p in plan.plans] == ["sw-g1", "sw-g2"]
+    assert len({p.group for p in plan.plans}) == 1 and len({p.run_id for p in plan.plans}) == 2
+    bad = cluster.plan_sweep(tiny(name="sw"), sweep_from_options(["1,2"], size_field="nodes"))
+    assert [e.field for e in bad.errors] == ["sweep[1] nodes"]
     with pytest.raises(ValidationFailed):
-        cluster.submit_plans(bad)  # nothing is submitted unless every plan is ok
+        cluster.submit_sweep(bad)  # nothing is submitted unless every plan is ok
     assert _runs(tmp_path / "runs") == []
-    views = cluster.submit_plans(plans)
-    assert [v.run_id for v in views] == [p.run_id for p in plans]
-    with pytest.raises(ValidationFailed, match="dimension"):
-        cluster.plan_sweep(tiny(), [1], dimension="cores")
-    with pytest.raises(ValidationFailed, match="at least one size"):
-        cluster.plan_sweep(tiny(), [])
+    views = cluster.submit_sweep(plan)
+    assert [v.run_id for v in views] == [p.run_id for p in plan.plans]
+    # The local scheduler runs the sweep as one job array: member i is task i.
+    assert plan.summary() == "2 runs: one job array of 2"
+    master = views[0].job_id.partition("_")[0] if views[0].job_id else ""
+    assert [v.job_id for v in views] == [f"{master}_0", f"{master}_1"]
+    with pytest.raises(SpecError, match="given twice"):
+        sweep_from_options(["2,1,2"])
+    with pytest.raises(SpecError, match="at least one field"):
+        sweep_from_options([])
 
 
 def test_dry_run_prints_the_plans_script(

@@ -8,20 +8,21 @@ docs/architecture.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.remote.plan import SubmitPlan
 from ddp_tui.remote.scheduler import PartitionInfo
+from ddp_tui.remote.sweep_plan import SweepPlan
 from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
 from ddp_tui.resources import ResourceSummary
-from ddp_tui.spec import ExperimentSpec
+from ddp_tui.spec import ExperimentSpec, Sweep
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ddp_tui.advisor import Advice
+    from ddp_tui.outcomes import Outcomes, RunDiff
 
 
 class ClusterAPI(Protocol):
@@ -42,12 +43,12 @@ class ClusterAPI(Protocol):
         self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None
     ) -> SubmitPlan: ...
     def plan_sweep(
-        self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"
-    ) -> list[SubmitPlan]: ...
+        self, spec: ExperimentSpec, sweep: Sweep, *, max_concurrent: int | None = None
+    ) -> SweepPlan: ...
 
     # -- submit and control --
     def submit(self, plan: SubmitPlan) -> RunView: ...
-    def submit_plans(self, plans: Sequence[SubmitPlan]) -> list[RunView]: ...
+    def submit_sweep(self, plan: SweepPlan) -> list[RunView]: ...
     def cancel(self, run_id: str) -> list[str]: ...
     def retry(self, run_id: str, *, seen: int | None = None) -> RunView: ...
     def verify(self, run_id: str) -> list[Check]: ...
@@ -68,5 +69,7 @@ class ClusterAPI(Protocol):
         self, group: str, *, threshold: float | None = None, deadline_sec: float | None = None
     ) -> Advice: ...
     def export_comparison(self, group: str) -> list[str]: ...
+    def outcomes(self, group: str) -> Outcomes: ...
+    def diff(self, run_a: str, run_b: str) -> RunDiff: ...
 
     def close(self) -> None: ...

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ddp_tui.diagnosis import Diagnosis
+from ddp_tui.remote.array_submit import submit_sweep
 from ddp_tui.remote.attempt_states import AttemptStates
 from ddp_tui.remote.connect import connect
 from ddp_tui.remote.diagnosing import (
@@ -29,13 +30,9 @@ from ddp_tui.remote.following import Following
 from ddp_tui.remote.history import LOST_GRACE_SEC
 from ddp_tui.remote.plan import (
     SubmitPlan,
-    ValidationFailed,
-    for_sweep_size,
     make_plan,
     plan_spec,
-    require_ok,
     spec_errors,
-    sweep_specs,
 )
 from ddp_tui.remote.prequeue import prequeue_errors
 from ddp_tui.remote.run_jobs import IntentReconciler, cancel_run
@@ -45,7 +42,6 @@ from ddp_tui.remote.runs import (
     CHECKPOINTS_DIR,
     PREFLIGHT_FILE,
     SACCT_FILE,
-    RunExists,
     RunInfo,
     RunRef,
     RunStore,
@@ -60,9 +56,9 @@ from ddp_tui.remote.scheduler import (
     SchedulerError,
     SchedulerUnavailable,
 )
-from ddp_tui.remote.scripts import current_snapshot, prepare_script
-from ddp_tui.remote.snapshot import SnapshotError
-from ddp_tui.remote.submission import RECOVER_SUBMIT_SEC, submit_attempt
+from ddp_tui.remote.scripts import prepare_script
+from ddp_tui.remote.submission import RECOVER_SUBMIT_SEC, create_planned_run, submit_attempt
+from ddp_tui.remote.sweep_plan import SweepPlan, plan_sweep
 from ddp_tui.remote.verification import RunFiles, damage_check, verify_run
 from ddp_tui.remote.view_building import (
     latest_job_id,
@@ -70,13 +66,14 @@ from ddp_tui.remote.view_building import (
 )
 from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
 from ddp_tui.resources import ResourceSummary
-from ddp_tui.spec import ExperimentSpec, FieldError
+from ddp_tui.spec import ExperimentSpec, FieldError, Sweep
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ddp_tui.advisor import Advice
     from ddp_tui.config import Profile
+    from ddp_tui.outcomes import Outcomes, RunDiff
 
 
 class Cluster:
@@ -240,15 +237,18 @@ class Cluster:
         )
 
     def plan_sweep(
-        self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"
-    ) -> list[SubmitPlan]:
-        """The same experiment at several sizes (``gpus`` per node or ``nodes``), one
-        group; each plan's errors are named ``sweep[<size>] <field>``."""
-        group = spec.group_key()
-        return [
-            for_sweep_size(self.plan(s, group=group), n)
-            for n, s in sweep_specs(spec, sizes, dimension)
-        ]
+        self, spec: ExperimentSpec, sweep: Sweep, *, max_concurrent: int | None = None
+    ) -> SweepPlan:
+        """Every member of ``sweep`` over ``spec`` planned as a single submit, one group,
+        and the job arrays they go in (:mod:`ddp_tui.remote.sweep_plan`)."""
+        return plan_sweep(
+            lambda member, group: self.plan(member, group=group),
+            spec,
+            sweep,
+            scheduler=self.scheduler.name,
+            runs_root=self.store.root,
+            max_concurrent=max_concurrent,
+        )
 
     # -- submit -------------------------------------------------------------------------
 
@@ -256,35 +256,21 @@ class Cluster:
         """Create the plan's run directory with exactly its script, submit, record the
         attempt. Refused (:class:`ValidationFailed`) when the plan has errors or its run
         directory exists already (the plan was submitted before)."""
-        if not plan.ok:
-            raise ValidationFailed(plan.errors)
-        snapshot = plan.snapshot
-        if snapshot is not None:
-            try:
-                snapshot = current_snapshot(plan.spec)
-            except SnapshotError as exc:
-                raise ValidationFailed([FieldError("project_dir", str(exc))]) from None
-        try:
-            ref = self.store.create_run(
-                plan.spec.to_dict(),
-                plan.spec.name,
-                plan.script,
-                plan.group,
-                kind=plan.kind,
-                run_id=plan.run_id,
-                snapshot=snapshot,
-            )
-        except RunExists as exc:
-            raise ValidationFailed(
-                [FieldError("run_id", f"{exc}: this plan was submitted already; plan again")]
-            ) from None
+        ref = create_planned_run(self.store, plan)
         self._submit_attempt(ref, seen=0, fresh=True)
         return self._view_of(ref.run_id)
 
-    def submit_plans(self, plans: Sequence[SubmitPlan]) -> list[RunView]:
-        """Submit several plans (a sweep); nothing is submitted unless every plan is ok."""
-        require_ok(plans)
-        return [self.submit(p) for p in plans]
+    def submit_sweep(self, plan: SweepPlan) -> list[RunView]:
+        """Submit a sweep: each job array with one submit, every other member alone
+        (:mod:`ddp_tui.remote.array_submit`); nothing unless every member is ok."""
+        run_ids = submit_sweep(
+            self.scheduler,
+            self.store,
+            plan,
+            lambda i: self.submit(plan.plans[i]).run_id,
+            recover_sec=self.recover_submit_sec,
+        )
+        return [self._view_of(r) for r in run_ids]
 
     def _submit_attempt(self, ref: RunRef, *, seen: int | None, fresh: bool = False) -> str:
         return submit_attempt(
@@ -572,6 +558,26 @@ class Cluster:
         from ddp_tui.results import scaling_table
 
         return scaling_table(load_group(self.store, group, self.telemetry, self.compare_metrics))
+
+    def outcomes(self, group: str) -> Outcomes:
+        """The group's outcome table: the fields that differ between its runs, then each
+        run's metric, epochs, wall time, GPU-hours and throughput, the best run marked
+        (:mod:`ddp_tui.outcomes`). ``group``: a group key, or the id of a run in it."""
+        from ddp_tui.remote.outcomes_io import load_outcomes  # pandas, only when comparing
+
+        return load_outcomes(
+            self.store, group, self.groups(), telemetry=self.telemetry, metrics=self.compare_metrics
+        )
+
+    def diff(self, run_a: str, run_b: str) -> RunDiff:
+        """Two runs side by side: the fields that differ, their outcomes and their metrics
+        per epoch. ``run_a``, ``run_b``: run ids (the CLI resolves prefixes and job ids)."""
+        from ddp_tui.remote.outcomes_io import load_diff  # pandas, only when comparing
+
+        infos = [self._info(run_id) for run_id in (run_a, run_b)]
+        return load_diff(
+            self.store, [(i, self.table.view(i)) for i in infos], telemetry=self.telemetry
+        )
 
     def export_comparison(self, group: str) -> list[str]:
         """Write the group's comparison (Markdown and CSV) and its scaling advice (in the

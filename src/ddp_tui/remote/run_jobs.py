@@ -35,6 +35,27 @@ def recorded_ids(records: Iterable[Mapping[str, Any]]) -> list[str]:
     return [str(a.get("job_id")) for a in attempts if a.get("job_id")]
 
 
+def jobs_of_run(
+    scheduler: Scheduler, ref: RunRef, records: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """Every job the scheduler has for the run: those submitted from its directory, and,
+    for a member of a job array (its lines name the array's directory and its index), the
+    array's task of that index. The tasks of an array all run from the array's directory
+    (``--chdir`` is one per sbatch), so only the index tells them apart."""
+    found = list(scheduler.jobs_in_dir(ref.path))
+    arrays: dict[str, set[int]] = {}
+    for r in records:
+        where, index = r.get("array_dir"), r.get("array_index")
+        if isinstance(where, str) and isinstance(index, int):
+            arrays.setdefault(where, set()).add(index)
+    for where, indices in arrays.items():
+        for job_id in scheduler.jobs_in_dir(where):
+            _, sep, tail = job_id.partition("_")
+            if sep and tail.isdigit() and int(tail) in indices and job_id not in found:
+                found.append(job_id)
+    return found
+
+
 def adopt_unrecorded(
     scheduler: Scheduler, store: RunStore, ref: RunRef, records: list[dict[str, Any]]
 ) -> list[str]:
@@ -43,7 +64,7 @@ def adopt_unrecorded(
     pending intent; ``records`` gains each line written. Returns their ids. The caller holds
     the run's lock (:mod:`ddp_tui.remote.run_lock`)."""
     known = recorded_ids(records)
-    found = [j for j in scheduler.jobs_in_dir(ref.path) if j not in known]
+    found = [j for j in jobs_of_run(scheduler, ref, records) if j not in known]
     pending = pending_intents(records)
     n = len(known)
     for job_id in found:
@@ -154,9 +175,10 @@ def live_jobs(scheduler: Scheduler, job_ids: Sequence[str]) -> list[JobStatus]:
 def all_job_ids(scheduler: Scheduler, store: RunStore, ref: RunRef) -> list[str]:
     """Recorded and unrecorded jobs of the run, without asking twice for one. Where the
     scheduler cannot list them (sacct down), the recorded ones: a cancel still ends those."""
-    ids = recorded_ids(store.read_jobs(ref))
+    records = store.read_jobs(ref)
+    ids = recorded_ids(records)
     with contextlib.suppress(NotImplementedError, SchedulerError, ExecutorError):
-        ids += [j for j in scheduler.jobs_in_dir(ref.path) if j not in ids]
+        ids += [j for j in jobs_of_run(scheduler, ref, records) if j not in ids]
     return ids
 
 

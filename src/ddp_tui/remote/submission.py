@@ -26,6 +26,7 @@ from typing import Any
 
 from ddp_tui.remote.executor import ExecutorError
 from ddp_tui.remote.history import attempt_record, intent_record, split_job_lines, void_record
+from ddp_tui.remote.plan import SubmitPlan, ValidationFailed
 from ddp_tui.remote.run_jobs import (
     adopt_unrecorded,
     close_void_intents,
@@ -33,9 +34,12 @@ from ddp_tui.remote.run_jobs import (
     recorded_ids,
 )
 from ddp_tui.remote.run_lock import RunLock
-from ddp_tui.remote.runs import SCRIPT_FILE, RunRef, RunStore, RunStoreError
+from ddp_tui.remote.runs import SCRIPT_FILE, RunExists, RunRef, RunStore, RunStoreError
 from ddp_tui.remote.scheduler import Scheduler, SchedulerError
+from ddp_tui.remote.scripts import current_snapshot
+from ddp_tui.remote.snapshot import SnapshotError
 from ddp_tui.remote.space import MARGIN_BYTES, require_room
+from ddp_tui.spec import FieldError
 
 #: How long a submit whose answer was lost waits for the scheduler to be reachable again.
 RECOVER_SUBMIT_SEC = 60.0
@@ -51,6 +55,35 @@ class AttemptRefused(SchedulerError):
 
 class NothingQueued(SchedulerError):
     """A submit whose answer was lost did not reach the scheduler (it said so)."""
+
+
+def create_planned_run(store: RunStore, plan: SubmitPlan) -> RunRef:
+    """Create the plan's run directory with exactly its script (and a user's project
+    snapshot, taken again now); nothing is submitted. Refused
+    (:class:`ValidationFailed`) when the plan has errors or its run directory exists
+    already (the plan was submitted before)."""
+    if not plan.ok:
+        raise ValidationFailed(plan.errors)
+    snapshot = plan.snapshot
+    if snapshot is not None:
+        try:
+            snapshot = current_snapshot(plan.spec)
+        except SnapshotError as exc:
+            raise ValidationFailed([FieldError("project_dir", str(exc))]) from None
+    try:
+        return store.create_run(
+            plan.spec.to_dict(),
+            plan.spec.name,
+            plan.script,
+            plan.group,
+            kind=plan.kind,
+            run_id=plan.run_id,
+            snapshot=snapshot,
+        )
+    except RunExists as exc:
+        raise ValidationFailed(
+            [FieldError("run_id", f"{exc}: this plan was submitted already; plan again")]
+        ) from None
 
 
 def submit_attempt(
@@ -76,7 +109,7 @@ def submit_attempt(
             require_room(store.executor, ref.path, MARGIN_BYTES, what="another attempt")
         retry_of = known[-1] if known else None
         intent = intent_record(len(known) + 1, retry_of)
-        _record(
+        record_line(
             store, ref, intent, f"cannot record a submit of {ref.run_id}; nothing was submitted"
         )
         try:
@@ -91,7 +124,7 @@ def submit_attempt(
                 raise
         record = attempt_record(job_id, scheduler.name, retry_of, len(known) + 1)
         record["intent"] = intent["token"]
-        _record(
+        record_line(
             store,
             ref,
             record,
@@ -101,7 +134,7 @@ def submit_attempt(
         return job_id
 
 
-def _record(store: RunStore, ref: RunRef, record: Mapping[str, Any], failure: str) -> None:
+def record_line(store: RunStore, ref: RunRef, record: Mapping[str, Any], failure: str) -> None:
     """Append ``record`` to the run's jobs.jsonl, or raise ``failure`` with where and why."""
     try:
         store.append_job(ref, record)
@@ -170,24 +203,37 @@ def recover_lost_submit(
     Raises :class:`SchedulerError` when nothing was queued, or when the scheduler could
     not be asked for ``recover_sec`` seconds (then nothing is known, and nothing is
     recorded)."""
-    deadline = time.monotonic() + recover_sec
-    delay = 1.0
-    while True:
-        try:
-            found = [j for j in scheduler.jobs_in_dir(ref.path) if j not in recorded]
-            break
-        except (SchedulerError, ExecutorError) as exc:
-            if time.monotonic() + delay > deadline:
-                raise SchedulerError(
-                    f"the connection was lost while submitting {ref.run_id} and could not "
-                    f"be checked since ({exc}); nothing was recorded. Check `squeue` "
-                    "before retrying the run."
-                ) from cause
-            time.sleep(delay)
-            delay = min(delay * 2, 8.0)
+    found = jobs_from_dir(scheduler, ref.path, recorded, cause, recover_sec=recover_sec)
     if not found:
         raise NothingQueued(
             f"the submission of {ref.run_id} did not reach the scheduler ({cause}); "
             "nothing was queued, and the run directory is kept: retry it (r)."
         ) from cause
     return found[0]
+
+
+def jobs_from_dir(
+    scheduler: Scheduler,
+    work_dir: str,
+    recorded: Sequence[str],
+    cause: SchedulerError,
+    *,
+    recover_sec: float = RECOVER_SUBMIT_SEC,
+) -> list[str]:
+    """The jobs submitted from ``work_dir`` that ``recorded`` lacks, asking the scheduler
+    until it answers or ``recover_sec`` has passed (then :class:`SchedulerError`: nothing is
+    known, and nothing may be recorded)."""
+    deadline = time.monotonic() + recover_sec
+    delay = 1.0
+    while True:
+        try:
+            return [j for j in scheduler.jobs_in_dir(work_dir) if j not in recorded]
+        except (SchedulerError, ExecutorError) as exc:
+            if time.monotonic() + delay > deadline:
+                raise SchedulerError(
+                    f"the connection was lost while submitting from {work_dir} and could "
+                    f"not be checked since ({exc}); nothing was recorded. Check `squeue` "
+                    "before retrying."
+                ) from cause
+            time.sleep(delay)
+            delay = min(delay * 2, 8.0)

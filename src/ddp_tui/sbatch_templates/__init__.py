@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,8 +29,10 @@ from ddp_tui.spec import (
 
 __all__ = [
     "PREFLIGHT_MAX_MINUTES",
+    "render_array",
     "render_preflight",
     "render_training",
+    "resource_directives",
     "sbatch_directives",
     "script_launch_args",
     "shquote",
@@ -326,3 +329,52 @@ def render_preflight(spec: ExperimentSpec, run_dir: str, *, checked: bool = Fals
         title="preflight",
     )
     return _ENV.get_template("preflight.sbatch.j2").render(ctx)
+
+
+#: The sbatch options that name one job's place and files: the members of a job array
+#: differ in these only.
+_PER_RUN_OPTIONS: Final = frozenset({"chdir", "error", "job-name", "output"})
+
+
+def resource_directives(spec: ExperimentSpec) -> tuple[str, ...]:
+    """The ``#SBATCH`` options of ``spec``'s training job that set what it asks Slurm for
+    (nodes, tasks, GPUs, partition, account, QOS, time, signal, requeue, extra lines):
+    the members of a sweep whose options are equal can go to Slurm as one job array."""
+    return tuple(
+        d
+        for d in sbatch_directives(spec, "/", job_name="-")
+        if d.removeprefix("--").partition("=")[0] not in _PER_RUN_OPTIONS
+    )
+
+
+def render_array(
+    spec: ExperimentSpec,
+    run_dirs: Sequence[str],
+    array_dir: str,
+    *,
+    job_name: str,
+    max_concurrent: int | None = None,
+) -> str:
+    """The job array script over ``run_dirs`` (each holding its member's own checked
+    ``job.sbatch``): ``--array=0-<n-1>`` (``%K`` with ``max_concurrent``), the resource
+    options of ``spec`` (which the caller made sure every member shares), and
+    ``array_dir`` for the array's own place and the few lines a task logs before it
+    switches to its member's logs."""
+    if not run_dirs:
+        raise ValueError("a job array needs at least one member")
+    for path in (*run_dirs, array_dir):
+        _check(spec, path, checked=True)
+    throttle = f"%{max_concurrent}" if max_concurrent else ""
+    own = [
+        f"--array=0-{len(run_dirs) - 1}{throttle}",
+        f"--chdir={array_dir}",
+        f"--error={array_dir}/slurm-%A_%a.err",
+        f"--job-name={job_name[:64]}",
+        f"--output={array_dir}/slurm-%A_%a.out",
+    ]
+    ctx = {
+        "directives": [*own, *resource_directives(spec)],
+        "members": list(run_dirs),
+        "limit": max_concurrent or 0,
+    }
+    return _ENV.get_template("array.sbatch.j2").render(ctx)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ddp_tui.remote.local.directives import (
     expand_log_pattern,
+    parse_array,
     refuse_multi_node,
     requested_nodes,
     sbatch_options,
@@ -49,6 +50,8 @@ from ddp_tui.remote.states import JobState
 #: does not load it twice.
 SUPERVISOR_MODULE = "ddp_tui.remote.local.supervisor"
 _LAUNCH_TIMEOUT = 60.0
+#: squeue's reason for an array task held back by the array's ``%K`` throttle.
+_THROTTLED = "JobArrayTaskLimit"
 
 
 def _iso(t: float | None) -> str:
@@ -123,25 +126,37 @@ class LocalScheduler(Scheduler):
         opts = sbatch_options(text)
         run_abs = os.path.abspath(run_dir)
         name = opts.get("job-name") or os.path.basename(run_abs)
+        array = parse_array(opts["array"]) if opts.get("array") else None
+        out_pat = opts.get("output") or "slurm-%j.out"
+        err_pat = opts.get("error") or (opts["output"] if opts.get("output") else "slurm-%j.err")
         with self.store.locked():
-            job_id = self.store.next_id()
-            out_pat = opts.get("output") or "slurm-%j.out"
-            err_pat = opts.get("error") or (
-                opts["output"] if opts.get("output") else "slurm-%j.err"
-            )
-            job = LocalJob(
-                job_id=job_id,
-                run_dir=run_abs,
-                script=os.path.abspath(script_path),
-                name=name,
-                out_path=os.path.join(run_abs, expand_log_pattern(out_pat, job_id, name)),
-                err_path=os.path.join(run_abs, expand_log_pattern(err_pat, job_id, name)),
-                submitted_at=time.time(),
-                grace_sec=self.cancel_grace_sec,
-            )
-            self.store.save(job)
+            master = self.store.next_id()
+            # An array is one submit that queues a task per index, ``<master>_<index>``,
+            # each with Slurm's SLURM_ARRAY_* variables (see supervisor.job_env).
+            tasks = [(master, None)] if array is None else [(f"{master}_{i}", i) for i in array[0]]
+            now = time.time()
+            for job_id, index in tasks:
+                where = None if index is None else (master, index)
+                job = LocalJob(
+                    job_id=job_id,
+                    run_dir=run_abs,
+                    script=os.path.abspath(script_path),
+                    name=name,
+                    out_path=os.path.join(
+                        run_abs, expand_log_pattern(out_pat, job_id, name, array=where)
+                    ),
+                    err_path=os.path.join(
+                        run_abs, expand_log_pattern(err_pat, job_id, name, array=where)
+                    ),
+                    submitted_at=now,
+                    grace_sec=self.cancel_grace_sec,
+                )
+                if array is not None and index is not None:
+                    job.array_master, job.array_index = master, index
+                    job.array_count, job.array_limit = len(array[0]), array[1]
+                self.store.save(job)
             self._advance()
-        return job_id
+        return master
 
     def poll(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         with self.store.locked():
@@ -172,17 +187,24 @@ class LocalScheduler(Scheduler):
 
     def cancel(self, job_id: str) -> None:
         with self.store.locked():
-            job = self._require(job_id)
-            state = job.job_state
-            if state.is_terminal:
-                return
-            if state is JobState.PENDING:
-                job.state = JobState.CANCELLED.value
-                job.ended_at = time.time()
-                job.reason = "cancelled while pending"
-                self.store.save(job)
-                return
-            self._stop(job, ACTION_CANCEL)
+            tasks = [j for j in self.store.all_jobs() if j.array_master == job_id]
+            for task in tasks:  # an array's master id cancels every task, as scancel does
+                self._cancel(task)
+            if not tasks:
+                self._cancel(self._require(job_id))
+
+    def _cancel(self, job: LocalJob) -> None:
+        """Cancel one job (lock held)."""
+        state = job.job_state
+        if state.is_terminal:
+            return
+        if state is JobState.PENDING:
+            job.state = JobState.CANCELLED.value
+            job.ended_at = time.time()
+            job.reason = "cancelled while pending"
+            self.store.save(job)
+            return
+        self._stop(job, ACTION_CANCEL)
 
     def requeue(self, job_id: str) -> None:
         with self.store.locked():
@@ -293,16 +315,29 @@ class LocalScheduler(Scheduler):
                 self._end_leftovers(job)
         jobs = [j for j in every if not j.job_state.is_terminal]
         busy = 0
+        # Running tasks per array, for each array's own %K throttle.
+        per_array: dict[str, int] = {}
         for job in jobs:
             if job.job_state is JobState.RUNNING:
                 alive = pid_alive(job.supervisor_pid, job.supervisor_start)
                 if alive or self._reconcile_lost(job):
                     busy += 1
+                    if job.array_master:
+                        per_array[job.array_master] = per_array.get(job.array_master, 0) + 1
         for job in jobs:
             if busy >= self.max_running:
                 break
-            if job.job_state is JobState.PENDING and self._start(job):
+            if job.job_state is not JobState.PENDING:
+                continue
+            if job.array_limit and per_array.get(job.array_master, 0) >= job.array_limit:
+                if job.reason != _THROTTLED:
+                    job.reason = _THROTTLED  # Slurm's word for a throttled array task
+                    self.store.save(job)
+                continue
+            if self._start(job):
                 busy += 1
+                if job.array_master:
+                    per_array[job.array_master] = per_array.get(job.array_master, 0) + 1
 
     def _start(self, job: LocalJob) -> bool:
         """Launch the job's supervisor; False if that failed (the job is then FAILED)."""

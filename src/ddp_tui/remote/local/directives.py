@@ -75,13 +75,17 @@ def refuse_multi_node(nodes: int) -> None:
 _PATTERN = re.compile(r"%(\d*)([%jJxuNnstAa])")
 
 
-def expand_log_pattern(pattern: str, job_id: str, job_name: str) -> str:
-    """Resolve sbatch's filename patterns (``%j``, ``%x``, ``%u``, ``%N``, ...) for one job."""
+def expand_log_pattern(
+    pattern: str, job_id: str, job_name: str, *, array: tuple[str, int] | None = None
+) -> str:
+    """Resolve sbatch's filename patterns (``%j``, ``%x``, ``%u``, ``%N``, ...) for one job;
+    ``array``: the master id and index of an array task (``%A`` and ``%a``)."""
+    master, index = array if array is not None else (job_id, 0)
     values = {
         "j": job_id,
         "J": job_id,
-        "A": job_id,
-        "a": "0",
+        "A": master,
+        "a": str(index),
         "x": job_name,
         "u": _user(),
         "N": socket.gethostname(),
@@ -98,6 +102,40 @@ def expand_log_pattern(pattern: str, job_id: str, job_name: str) -> str:
         return value.zfill(int(width)) if width and value.isdigit() else value
 
     return _PATTERN.sub(sub, pattern)
+
+
+#: The most tasks one array may have (Slurm's default MaxArraySize is 1001: indices 0-1000).
+MAX_ARRAY_INDEX = 1000
+_ARRAY_RANGE = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
+
+
+def parse_array(value: str) -> tuple[list[int], int]:
+    """The indices and the throttle of an ``--array`` value such as ``0-5%2``, ``1,3,5``
+    or ``0-10:2`` (sbatch's forms); the throttle is 0 when there is no ``%K``. Raises
+    :class:`SchedulerError` naming what is wrong, as sbatch refuses such a script."""
+    spec, pct, limit_text = value.strip().partition("%")
+    limit = 0
+    if pct:
+        if not limit_text.isdigit() or int(limit_text) < 1:
+            raise SchedulerError(f"--array={value}: the throttle after % must be a number >= 1")
+        limit = int(limit_text)
+    indices: list[int] = []
+    for part in spec.split(","):
+        m = _ARRAY_RANGE.fullmatch(part.strip())
+        if m is None:
+            raise SchedulerError(
+                f"--array={value}: expected indices such as 0-5, 1,3,5 or 0-10:2, with an "
+                "optional %K throttle"
+            )
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) else lo
+        step = int(m.group(3)) if m.group(3) else 1
+        if hi < lo or step < 1:
+            raise SchedulerError(f"--array={value}: the range {part} is empty")
+        indices += range(lo, hi + 1, step)
+    if max(indices) > MAX_ARRAY_INDEX:
+        raise SchedulerError(f"--array={value}: indices go up to {MAX_ARRAY_INDEX}")
+    return sorted(set(indices)), limit
 
 
 def _user() -> str:

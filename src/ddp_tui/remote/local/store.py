@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields, replace
@@ -76,6 +77,13 @@ class LocalJob:
     #: The token of an ended start whose processes could not all be ended yet: whoever
     #: advances the queue next tries again.
     leftover: str = ""
+    #: A task of a job array (``#SBATCH --array``): its job id is ``<master>_<index>``, and
+    #: at most ``array_limit`` tasks of one master run at once (the ``%K`` of the directive;
+    #: 0: no limit but the scheduler's own).
+    array_master: str = ""
+    array_index: int | None = None
+    array_count: int = 0
+    array_limit: int = 0
 
     @property
     def job_state(self) -> JobState:
@@ -163,16 +171,18 @@ class JobStore:
         except (OSError, ValueError):
             nxt = 1
         # Never reuse an id, even if next_id was lost.
-        nxt = max([nxt, *(int(i) + 1 for i in self.job_ids())])
+        nxt = max([nxt, *(_id_order(i)[0] + 1 for i in self.job_ids())])
         path.write_text(f"{nxt + 1}\n")
         return str(nxt)
 
     def job_ids(self) -> list[str]:
+        """Every job's id in submission order; an array's tasks (``7_0``, ``7_1``, ...) in
+        index order after their master's number."""
         ids = [n[:-5] for n in os.listdir(self.jobs_dir) if n.endswith(".json")]
-        return sorted((i for i in ids if i.isdigit()), key=int)
+        return sorted((i for i in ids if _JOB_ID_RE.fullmatch(i)), key=_id_order)
 
     def load(self, job_id: str) -> LocalJob | None:
-        if not job_id.isdigit():
+        if not _JOB_ID_RE.fullmatch(job_id):
             return None
         path = self.job_path(job_id)
         try:
@@ -197,6 +207,15 @@ class JobStore:
 
     def all_jobs(self) -> list[LocalJob]:
         return [j for j in (self.load(i) for i in self.job_ids()) if j is not None]
+
+
+#: A job id: a number, or an array task's ``<master>_<index>``.
+_JOB_ID_RE = re.compile(r"\d+(?:_\d+)?")
+
+
+def _id_order(job_id: str) -> tuple[int, int]:
+    master, _, index = job_id.partition("_")
+    return int(master), int(index) if index else -1
 
 
 def _write_json(path: Path, doc: Any) -> None:

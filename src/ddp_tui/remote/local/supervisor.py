@@ -109,6 +109,13 @@ def job_env(job: LocalJob) -> dict[str, str]:
         SLURM_RESTART_COUNT=str(job.restart_count),
         DDP_TUI_SCHEDULER="local",
     )
+    if job.array_master:
+        # What sbatch gives an array task; the array script picks its member by the index.
+        env.update(
+            SLURM_ARRAY_JOB_ID=job.array_master,
+            SLURM_ARRAY_TASK_ID=str(job.array_index),
+            SLURM_ARRAY_TASK_COUNT=str(job.array_count),
+        )
     if job.marker:
         env[JOB_MARKER_ENV] = job.marker
     else:  # a job file from before markers: at least no other job's marker
