@@ -20,6 +20,7 @@ from ddp_tui.remote.scheduler import (
 )
 from ddp_tui.remote.slurm.commands import (
     accounting_argv,
+    accounting_ids,
     config_argv,
     jobs_in_dir_argv,
     requeue_argv,
@@ -100,12 +101,14 @@ class SlurmScheduler(Scheduler):
 
     def poll_commands(self, job_ids: Sequence[str]) -> list[list[str]]:
         """squeue, and sacct for every id (sacct answers for running jobs too), in chunks
-        of :data:`SACCT_CHUNK` ids.
+        of :data:`SACCT_CHUNK` ids; array tasks are asked by their array, once
+        (:func:`~ddp_tui.remote.slurm.commands.accounting_ids`).
 
         With no ids, squeue alone: the header's connection state stays true when
         nothing of ours is running.
         """
-        return [squeue_argv(), *(sacct_argv(chunk) for chunk in sacct_chunks(slurm_ids(job_ids)))]
+        ids = accounting_ids(slurm_ids(job_ids))
+        return [squeue_argv(), *(sacct_argv(chunk) for chunk in sacct_chunks(ids))]
 
     def parse_poll(
         self, job_ids: Sequence[str], results: Sequence[CommandResult]
@@ -143,7 +146,7 @@ class SlurmScheduler(Scheduler):
         if not squeue.ok:
             raise error_of(squeue, "squeue")
         queued = parse_squeue(squeue.stdout, only=set(job_ids))
-        gone = [j for j in job_ids if j not in queued]
+        gone = accounting_ids(j for j in job_ids if j not in queued)
         saccts = [self._run(sacct_argv(chunk), "sacct") for chunk in sacct_chunks(gone)]
         return poll_from_results(job_ids, squeue, *saccts)
 

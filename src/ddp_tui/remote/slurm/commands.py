@@ -13,12 +13,13 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ddp_tui.remote.scheduler import SchedulerError
+from ddp_tui.remote.slurm.array_ids import array_index, array_master
 
 #: Separates fields in squeue/sacct/sinfo output; Slurm never prints it itself.
 SEP = "\x1f"
 
 # Environment variables that change what the tools print or which jobs they touch.
-_COMMON_ENV = ("SLURM_CLUSTERS", "SLURM_BITSTR_LEN", "SLURM_DEBUG_FLAGS", "SLURM_TIME_FORMAT")
+_COMMON_ENV = ("SLURM_CLUSTERS", "SLURM_DEBUG_FLAGS", "SLURM_TIME_FORMAT")
 _TOOL_ENV: dict[str, tuple[str, ...]] = {
     "squeue": (
         "SQUEUE_ACCOUNT", "SQUEUE_ALL", "SQUEUE_ARRAY", "SQUEUE_ARRAY_UNIQUE", "SQUEUE_NAMES",
@@ -90,6 +91,10 @@ def _env_prefix(tool: str) -> list[str]:
     argv = ["env"]
     for name in (*_COMMON_ENV, *_TOOL_ENV[tool]):
         argv += ["-u", name]
+    # A job array's pending tasks print as one id, 1234_[2-5%2], whose index list Slurm
+    # cuts to SLURM_BITSTR_LEN bytes (64 by default) ending in "..."; 0 prints it whole
+    # (squeue(1), sacct(1): ENVIRONMENT VARIABLES), so no task of it goes unseen.
+    argv.append("SLURM_BITSTR_LEN=0")
     # Timestamps as ISO 8601 whatever the user's SLURM_TIME_FORMAT says.
     argv.append("SLURM_TIME_FORMAT=standard")
     argv.append(tool)
@@ -120,6 +125,23 @@ def slurm_ids(job_ids: Iterable[str]) -> list[str]:
     return [j for j in dict.fromkeys(job_ids) if _JOB_ID.fullmatch(j)]
 
 
+def accounting_ids(job_ids: Iterable[str]) -> list[str]:
+    """What sacct is asked for so that it answers for each of ``job_ids``: an array task
+    (``1234_5``) by its array (``1234``), once per array; other ids as they are.
+
+    ``--jobs=1234_5`` matches only a task that has its own record (slurmdbd selects
+    ``(id_array_job, id_array_task) in ((1234, 5))``), and a task that never started,
+    pending or cancelled with its array, has none: it lives in the array's record,
+    printed ``1234_[5-9]``. ``--jobs=1234`` lists the array's every record, that one
+    included, so no such task is taken for LOST. It also keeps a poll of a 1,000-task
+    array one short ``--jobs=`` (the answer is one line per task asked or not; the
+    caller keeps the ids it asked for).
+    """
+    return list(
+        dict.fromkeys(array_master(j) if array_index(j) is not None else j for j in job_ids)
+    )
+
+
 def sbatch_argv(script_path: str, run_dir: str) -> list[str]:
     """Submit ``script_path`` with ``run_dir`` as the job's working directory."""
     return [*_env_prefix("sbatch"), "--parsable", f"--chdir={run_dir}", "--", script_path]
@@ -128,7 +150,7 @@ def sbatch_argv(script_path: str, run_dir: str) -> list[str]:
 def jobs_in_dir_argv() -> list[list[str]]:
     """squeue and sacct listing the user's recent jobs with their working directories."""
     return [
-        [*_env_prefix("squeue"), "--me", "--noheader", f"--format=%i{SEP}%Z"],
+        [*_env_prefix("squeue"), "--me", "--array", "--noheader", f"--format=%i{SEP}%Z"],
         [
             *_env_prefix("sacct"),
             "--allocations",
@@ -142,11 +164,17 @@ def jobs_in_dir_argv() -> list[list[str]]:
 
 
 def squeue_argv() -> list[str]:
-    """The user's queued and running jobs, one record per line, name last."""
+    """The user's queued and running jobs, one record per line, name last.
+
+    ``--array``: one line per array task, pending ones included (without it squeue
+    combines an array's pending tasks into one ``1234_[2-5%2]`` line; squeue(1) ``-r``).
+    Still one squeue, whatever the number of tasks.
+    """
     fmt = SEP.join(code for _, code in SQUEUE_FIELDS)
     return [
         *_env_prefix("squeue"),
         "--me",
+        "--array",
         "--noheader",
         f"--states={','.join(QUEUED_STATES)}",
         f"--format={fmt}",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddp_tui.remote.executor import CommandResult
 from ddp_tui.remote.scheduler import (
@@ -18,6 +18,12 @@ from ddp_tui.remote.scheduler import (
     PartitionInfo,
     SchedulerError,
     SchedulerUnavailable,
+)
+from ddp_tui.remote.slurm.array_ids import (
+    covered_ids,
+    expand_array_id,
+    is_collapsed,
+    job_id_sort_key,
 )
 from ddp_tui.remote.slurm.commands import SACCT_FIELDS, SEP, SINFO_FIELDS, SQUEUE_FIELDS
 from ddp_tui.remote.states import from_slurm
@@ -59,16 +65,43 @@ class PollResult:
 
 
 def parse_jobs_in_dir(texts: Sequence[str], work_dir: str) -> list[str]:
-    """Job ids whose working directory is ``work_dir``, oldest first, without repeats."""
-    found: list[str] = []
+    """Job ids whose working directory is ``work_dir``, oldest first, without repeats.
+
+    The tasks of a job array share its working directory: each is listed by its own id
+    (``1234_0``, ``1234_1``...), a group of pending ones (``1234_[2-5%2]``) expanded,
+    and ordered by array, then index (see :func:`~.array_ids.job_id_sort_key`).
+    """
+    found: dict[str, None] = {}
     want = work_dir.rstrip("/")
     for text in texts:
         for line in text.splitlines():
             job_id, _, wd = line.partition(SEP)
             job_id = job_id.strip()
-            if job_id and wd.strip().rstrip("/") == want and job_id not in found:
-                found.append(job_id)
-    return sorted(found, key=lambda j: (len(j), j))
+            if job_id and wd.strip().rstrip("/") == want:
+                found.update(dict.fromkeys(_task_ids(job_id)))
+    return sorted(found, key=job_id_sort_key)
+
+
+def _task_ids(job_id: str, only: Collection[str] | None = None) -> list[str]:
+    """The ids one printed id stands for (all, or those of ``only``); an id whose group
+    does not parse stands for itself, as Slurm printed it."""
+    try:
+        return expand_array_id(job_id) if only is None else covered_ids(job_id, only)
+    except ValueError:
+        return [job_id] if only is None or job_id in only else []
+
+
+def _put(out: dict[str, JobStatus], grouped: set[str], status: JobStatus, ids: list[str]) -> None:
+    """Record ``status`` under each of ``ids``. A task's own record beats the group
+    record it was once part of, whichever comes first (sacct may still hold both)."""
+    if not is_collapsed(status.job_id):
+        out[status.job_id] = status
+        grouped.discard(status.job_id)
+        return
+    for job_id in ids:
+        if job_id not in out or job_id in grouped:
+            out[job_id] = replace(status, job_id=job_id)
+            grouped.add(job_id)
 
 
 def parse_cluster_name(text: str) -> str | None:
@@ -108,7 +141,8 @@ def _only_records(text: str, nfields: int, only: Collection[str]) -> str:
     for line in text.split("\n"):
         head, sep, _ = line.partition(SEP)
         if sep and line.count(SEP) >= nfields - 1:
-            keeping = head.strip() in only
+            head = head.strip()
+            keeping = head in only or ("[" in head and bool(_task_ids(head, only)))
         if keeping:
             kept.append(line)
     return "\n".join(kept)
@@ -171,17 +205,20 @@ def parse_squeue(text: str, only: Collection[str] | None = None) -> dict[str, Jo
     """Rows of :func:`squeue_argv` by job id; with ``only``, just those ids.
 
     A user may have thousands of jobs queued; the app follows few of them, so the
-    rest are skipped before any field is decoded.
+    rest are skipped before any field is decoded. A line of an array's pending tasks
+    (``1234_[2-5%2]``, what squeue prints without ``--array``) answers for each task.
     """
     out: dict[str, JobStatus] = {}
+    grouped: set[str] = set()
     if only is not None:
         text = _only_records(text, len(SQUEUE_FIELDS), only)
     for rec in _records(text, len(SQUEUE_FIELDS)):
         job_id = rec[0].strip()
-        if not job_id or (only is not None and job_id not in only):
+        ids = _task_ids(job_id, only) if job_id else []
+        if not ids:
             continue
         f = dict(zip((name for name, _ in SQUEUE_FIELDS), rec, strict=True))
-        out[job_id] = JobStatus(
+        status = JobStatus(
             job_id=job_id,
             state=from_slurm(f["state"]),
             raw_state=f["state"].strip(),
@@ -195,18 +232,27 @@ def parse_squeue(text: str, only: Collection[str] | None = None) -> dict[str, Jo
             name=f["name"],
             partition=f["partition"].strip(),
         )
+        _put(out, grouped, status, ids)
     return out
 
 
-def parse_sacct(text: str) -> dict[str, JobStatus]:
-    """Rows of :func:`sacct_argv` by job id (step ids such as ``12.batch`` included)."""
+def parse_sacct(text: str, only: Collection[str] | None = None) -> dict[str, JobStatus]:
+    """Rows of :func:`sacct_argv` by job id (step ids such as ``12.batch`` included);
+    with ``only``, just those ids.
+
+    A record of an array's tasks that never started (``1234_[2-5%2]``: pending, or
+    cancelled with the array) answers for each of them; a task's own record
+    (``1234_3``) wins over it.
+    """
     out: dict[str, JobStatus] = {}
+    grouped: set[str] = set()
     for rec in _records(text, len(SACCT_FIELDS)):
         f = dict(zip(SACCT_FIELDS, rec, strict=True))
         job_id = f["JobID"].strip()
-        if not job_id:
+        ids = _task_ids(job_id, only) if job_id else []
+        if not ids:
             continue
-        out[job_id] = JobStatus(
+        status = JobStatus(
             job_id=job_id,
             state=from_slurm(f["State"]),
             raw_state=f["State"].strip(),
@@ -220,6 +266,7 @@ def parse_sacct(text: str) -> dict[str, JobStatus]:
             name=f["JobName"],
             partition=f["Partition"].strip(),
         )
+        _put(out, grouped, status, ids)
     return out
 
 
@@ -388,12 +435,14 @@ def poll_from_results(
     """
     if not squeue.ok:
         raise error_of(squeue, "squeue")
-    queued = parse_squeue(squeue.stdout, only=set(job_ids))
+    wanted = set(job_ids)
+    queued = parse_squeue(squeue.stdout, only=wanted)
     accounted: dict[str, JobStatus] = {}
     warning: SchedulerError | None = None
     for sacct in saccts:
         if sacct.ok:
-            accounted.update(parse_sacct(sacct.stdout))
+            # Asked by array (accounting_ids), sacct lists tasks nobody asked about.
+            accounted.update(parse_sacct(sacct.stdout, only=wanted))
         elif warning is None:
             warning = error_of(sacct, "sacct")
     return PollResult(merge_poll(job_ids, queued, accounted), warning)
