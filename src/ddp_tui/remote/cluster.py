@@ -27,6 +27,7 @@ from ddp_tui.remote.diagnosing import (
 from ddp_tui.remote.executor import Batch, Executor, ExecutorError, ReadResult
 from ddp_tui.remote.followers import FollowPass, MetricsCache, TelemetryCache
 from ddp_tui.remote.following import Following
+from ddp_tui.remote.group_control import GroupRetry, cancel_group, retry_group
 from ddp_tui.remote.history import LOST_GRACE_SEC
 from ddp_tui.remote.plan import (
     SubmitPlan,
@@ -507,6 +508,18 @@ class Cluster:
         info = self._info(run_id)
         self._submit_attempt(info.ref, seen=len(info.jobs) if seen is None else seen)
         return self._view_of(run_id)
+
+    def cancel_group(self, group: str) -> list[str]:
+        """Cancel every live job of the group's runs: a job array with one call
+        (:mod:`ddp_tui.remote.group_control`); returns the ids cancelled."""
+        infos = [i for i in self.store.list_runs() if i.group == group]
+        return cancel_group(self.scheduler, self.store, infos)
+
+    def retry_group(self, group: str) -> GroupRetry:
+        """Retry each run of the group that ended without finishing (failed, cancelled,
+        timed out, ...), each as its own new attempt; the others are left as they are."""
+        views = [v for v in self.refresh().runs if v.group == group]
+        return retry_group([(v.run_id, v.state) for v in views], self.retry)
 
     def verify(self, run_id: str) -> list[Check]:
         """The checklist (:func:`ddp_tui.remote.verification.verify_run`) over the run's
