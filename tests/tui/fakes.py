@@ -31,24 +31,26 @@ from ddp_tui.advisor import (
 )
 from ddp_tui.diagnosis import Diagnosis, Evidence
 from ddp_tui.diagnosis.stall import Heartbeat, SilentRank, Stall
+from ddp_tui.remote import sweep_plan
 from ddp_tui.remote.api import ClusterAPI
 from ddp_tui.remote.plan import (
     SubmitPlan,
     ValidationFailed,
-    for_sweep_size,
     make_plan,
     plan_spec,
+    require_ok,
     spec_errors,
-    sweep_specs,
 )
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.views import Attempt, Check, Progress, RunDetail, RunView, Snapshot
-from ddp_tui.spec import ExperimentSpec, PartitionInfo
+from ddp_tui.spec import ExperimentSpec, PartitionInfo, Sweep
 
 if TYPE_CHECKING:
     from ddp_tui.resources import ResourceSummary, ResourceView
 
 NOW = 1_700_000_000.0
+#: The runs root of the fake's plans (each plan's run directory is under it).
+RUNS_ROOT = "/home/user/ddp-tui-runs"
 
 PARTITIONS = [
     PartitionInfo(
@@ -409,14 +411,17 @@ class FakeCluster:
         return make_plan(spec, kind, group, errors, run_id=run_id, run_dir=run_dir)
 
     def plan_sweep(
-        self, spec: ExperimentSpec, sizes: Sequence[int], *, dimension: str = "gpus"
-    ) -> list[SubmitPlan]:
-        self.calls.append(("sweep", (spec, list(sizes), dimension)))
-        group = spec.group_key()
-        return [
-            for_sweep_size(self.plan(s, group=group), n)
-            for n, s in sweep_specs(spec, sizes, dimension)
-        ]
+        self, spec: ExperimentSpec, sweep: Sweep, *, max_concurrent: int | None = None
+    ) -> sweep_plan.SweepPlan:
+        self.calls.append(("sweep", (spec, sweep, max_concurrent)))
+        return sweep_plan.plan_sweep(
+            lambda member, group: self.plan(member, group=group),
+            spec,
+            sweep,
+            scheduler="slurm",
+            runs_root=RUNS_ROOT,
+            max_concurrent=max_concurrent,
+        )
 
     def refresh(self, follow: str | None = None) -> Snapshot:
         return Snapshot(
@@ -469,12 +474,10 @@ class FakeCluster:
         self.runs.insert(0, run)
         return run
 
-    def submit_plans(self, plans: Sequence[SubmitPlan]) -> list[RunView]:
-        errors = [e for p in plans for e in p.errors]
-        if errors:
-            raise ValidationFailed(errors)
+    def submit_sweep(self, plan: sweep_plan.SweepPlan) -> list[RunView]:
+        require_ok(plan.plans)
         # One row for the whole sweep, as the screens need no more.
-        return [self.submit(plans[0])] if plans else []
+        return [self.submit(plan.plans[0])] if plan.plans else []
 
     def cancel(self, run_id: str) -> list[str]:
         self.calls.append(("cancel", run_id))

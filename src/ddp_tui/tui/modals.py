@@ -1,8 +1,8 @@
-"""Modal screens: confirmations, SSH prompts, sweep sizes, save path, verification results."""
+"""Modal screens: confirmations, SSH prompts, save path, verification results (the sweep's
+dialog is ``sweep_dialog.py``)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+from textual.widgets import Button, Input, Label, Static
 
 if TYPE_CHECKING:
     from ddp_tui.remote.views import Check
@@ -154,82 +154,6 @@ class PromptModal(ModalScreen[list[str] | None]):
 
     def _finish(self) -> None:
         self.dismiss([self.query_one(f"#answer-{i}", Input).value for i in range(len(self.fields))])
-
-
-_SIZES = re.compile(r"^\s*\d+\s*(,\s*\d+\s*)*,?\s*$")
-
-
-def parse_sizes(text: str) -> tuple[list[int], str | None]:
-    """``"1,2,4,8"`` -> ``[1, 2, 4, 8]``; on bad input, an error saying what is allowed."""
-    allowed = "a comma-separated list of whole numbers >= 1, e.g. 1,2,4,8"
-    if not _SIZES.match(text or ""):
-        return (
-            [],
-            f"sizes: {text.strip()!r} is not {allowed}"
-            if text.strip()
-            else f"sizes: enter {allowed}",
-        )
-    sizes = [int(part) for part in text.split(",") if part.strip()]
-    if any(value < 1 for value in sizes):
-        return [], f"sizes: every size must be >= 1 ({allowed})"
-    if len(set(sizes)) != len(sizes):
-        return [], "sizes: each size may appear once"
-    return sorted(sizes), None
-
-
-@dataclass(frozen=True)
-class SweepRequest:
-    sizes: list[int]
-    dimension: str  # "gpus" (GPUs per node) or "nodes"
-
-
-class SweepModal(ModalScreen[SweepRequest | None]):
-    """Ask for the sizes of a sweep and which dimension they scale."""
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
-
-    def __init__(self, default_sizes: str = "1,2,4,8", dimension: str = "gpus") -> None:
-        super().__init__()
-        self.default_sizes = default_sizes
-        self.dimension = dimension
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Static(
-                Text("Sweep: the same experiment at several sizes, as one group", style="bold")
-            )
-            yield Label("Sizes")
-            yield Input(self.default_sizes, placeholder="1,2,4,8", id="sizes")
-            yield Static("", id="sizes-error", classes="field-error")
-            yield Label("Scale")
-            with RadioSet(id="dimension"):
-                yield RadioButton("GPUs per node", value=self.dimension == "gpus", id="gpus")
-                yield RadioButton("Nodes", value=self.dimension == "nodes", id="nodes")
-            with Horizontal(classes="buttons"):
-                yield Button("Submit sweep", variant="primary", id="ok")
-                yield Button("Cancel", id="cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#sizes", Input).focus()
-
-    @on(Input.Submitted)
-    @on(Button.Pressed, "#ok")
-    def _ok(self) -> None:
-        sizes, error = parse_sizes(self.query_one("#sizes", Input).value)
-        label = self.query_one("#sizes-error", Static)
-        if error:
-            label.update(Text(error))
-            return
-        pressed = self.query_one(RadioSet).pressed_button
-        dimension = "nodes" if pressed is not None and pressed.id == "nodes" else "gpus"
-        self.dismiss(SweepRequest(sizes, dimension))
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel_pressed(self) -> None:
-        self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 class PathModal(ModalScreen[str | None]):

@@ -40,14 +40,15 @@ from ddp_tui.tui.messages import (
     SubmitRejected,
     Submitted,
 )
-from ddp_tui.tui.modals import PathModal, SweepModal, SweepRequest
+from ddp_tui.tui.modals import PathModal
 from ddp_tui.tui.prequeue_notes import CheckedPreview, PythonCheckNote, partition_note
 from ddp_tui.tui.screens.base import BaseScreen
+from ddp_tui.tui.sweep_dialog import SweepDialog
 
 if TYPE_CHECKING:
     from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.remote.views import RunView
-    from ddp_tui.spec import PartitionInfo
+    from ddp_tui.spec import PartitionInfo, Sweep
 
 
 class ComposeScreen(BaseScreen):
@@ -381,17 +382,17 @@ class ComposeScreen(BaseScreen):
             return
         spec = checked[0]
 
-        def chosen(request: SweepRequest | None) -> None:
-            if request is not None:
+        def chosen(sweep: Sweep | None) -> None:
+            if sweep is not None:
                 self.launch(
                     "Sweep",
-                    f"sweep over {request.dimension}",
-                    lambda cluster: cluster.submit_plans(
-                        cluster.plan_sweep(spec, request.sizes, dimension=request.dimension)
+                    f"swept over {', '.join(sweep.fields)}",
+                    lambda cluster: cluster.submit_sweep(
+                        cluster.plan_sweep(spec, sweep, max_concurrent=sweep.max_concurrent)
                     ),
                 )
 
-        self.app.push_screen(SweepModal(), chosen)
+        self.app.push_screen(SweepDialog(spec), chosen)
 
     @on(Button.Pressed, "#preflight")
     def action_preflight(self) -> None:
