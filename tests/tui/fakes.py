@@ -31,6 +31,7 @@ from ddp_tui.advisor import (
 )
 from ddp_tui.diagnosis import Diagnosis, Evidence
 from ddp_tui.diagnosis.stall import Heartbeat, SilentRank, Stall
+from ddp_tui.outcomes import Member, Outcomes, RunDiff, outcome_table, run_diff
 from ddp_tui.remote import sweep_plan
 from ddp_tui.remote.api import ClusterAPI
 from ddp_tui.remote.plan import (
@@ -357,6 +358,36 @@ def sample_advice(group: str = "g") -> Advice:
     )
 
 
+#: The fixed grid the fake's outcomes() answers: (run id, lr, batch per GPU, val_acc per epoch).
+OUTCOME_GRID = (
+    ("20231114-210000-grid-0001", 0.1, 64, (0.62, 0.80, 0.86)),
+    ("20231114-210000-grid-0002", 0.1, 128, (0.60, 0.78, 0.88)),
+    ("20231114-210000-grid-0003", 0.01, 64, (0.41, 0.55, 0.63)),
+    ("20231114-210000-grid-0004", 0.01, 128, (0.38, 0.50, 0.59)),
+)
+
+
+def sample_members(group: str = "g") -> list[Member]:
+    """The fake's outcome grid (lr x batch per GPU, 3 epochs each) as the pure
+    :func:`ddp_tui.outcomes.outcome_table` takes it."""
+    from ddp_tui.results import RunData
+
+    out = []
+    for i, (run_id, lr, batch, accs) in enumerate(OUTCOME_GRID):
+        rows: list[dict[str, float | None]] = [
+            {
+                "epoch": float(e + 1),
+                "train_loss": round(1.5 / (e + 1) + 0.05 * i, 4),
+                "val_acc": acc,
+                "throughput_samples_per_sec": 1000.0 + 100 * batch / 64 + e,
+            }
+            for e, acc in enumerate(accs)
+        ]
+        spec = BASE.replace(name=f"grid-{i}", lr=lr, batch_per_gpu=batch).to_dict()
+        out.append(Member(RunData(run_id, spec, rows, group=group), 600.0 + 60 * i, "COMPLETED"))
+    return out
+
+
 class FakeCluster:
     """Fixed data in the facade's shape (see the module docstring: snapshot tests only)."""
 
@@ -543,6 +574,15 @@ class FakeCluster:
         if isinstance(self.advice, Exception):
             raise self.advice
         return self.advice or sample_advice(group)
+
+    def outcomes(self, group: str) -> Outcomes:
+        self.calls.append(("outcomes", group))
+        return outcome_table(group, sample_members(group))
+
+    def diff(self, run_a: str, run_b: str) -> RunDiff:
+        self.calls.append(("diff", (run_a, run_b)))
+        members = {m.run.run_id: m for m in sample_members()}
+        return run_diff(members[run_a], members[run_b])
 
     def export_comparison(self, group: str) -> list[str]:
         return [

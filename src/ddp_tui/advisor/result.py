@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddp_tui.advisor.inputs import Breakdown
+from ddp_tui.usage import device_hours
 
-
-def gpu_hours(world_size: int, seconds: float) -> float:
-    """What ``world_size`` GPUs (or processes) busy for ``seconds`` cost, in GPU-hours."""
-    return world_size * seconds / 3600
+#: What ``world_size`` GPUs (or processes) busy for ``seconds`` cost, in GPU-hours: the one
+#: formula that Compare's and ``ls``'s GPU-hours use too (:mod:`ddp_tui.usage`).
+gpu_hours = device_hours
 
 
 @dataclass(frozen=True)
