@@ -34,6 +34,7 @@ from ddp_tui.diagnosis.stall import Heartbeat, SilentRank, Stall
 from ddp_tui.outcomes import Member, Outcomes, RunDiff, outcome_table, run_diff
 from ddp_tui.remote import sweep_plan
 from ddp_tui.remote.api import ClusterAPI
+from ddp_tui.remote.group_control import GroupRetry, retry_group
 from ddp_tui.remote.plan import (
     SubmitPlan,
     ValidationFailed,
@@ -520,6 +521,17 @@ class FakeCluster:
     def retry(self, run_id: str, *, seen: int | None = None) -> RunView:
         self.calls.append(("retry", run_id))
         return next(r for r in self.runs if r.run_id == run_id)
+
+    def cancel_group(self, group: str) -> list[str]:
+        self.calls.append(("cancel_group", group))
+        live = [r for r in self.runs if r.group == group and r.state.is_active]
+        self.runs = [replace(r, state=JobState.CANCELLED) if r in live else r for r in self.runs]
+        return [r.job_id or "" for r in live]
+
+    def retry_group(self, group: str) -> GroupRetry:
+        self.calls.append(("retry_group", group))
+        members = [(r.run_id, r.state) for r in self.runs if r.group == group]
+        return retry_group(members, self.retry)  # the real choice of which runs to retry
 
     def verify(self, run_id: str) -> list[Check]:
         return [
