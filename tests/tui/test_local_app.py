@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
@@ -190,8 +190,8 @@ async def test_story_compose_submit_follow_cancel_retry_complete(
 
 async def test_sweep_compare_and_export_by_keys(tmp_path: Path) -> None:
     """Without torch: a sweep of jobs whose python is `true` still makes a group to compare."""
-    from ddp_tui.tui.modals import SweepModal
     from ddp_tui.tui.screens.compare import CompareScreen
+    from ddp_tui.tui.sweep_dialog import SweepDialog
 
     app = local_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -203,9 +203,10 @@ async def test_sweep_compare_and_export_by_keys(tmp_path: Path) -> None:
         await type_into(pilot, "python", "true")
         await type_into(pilot, "cpus_per_task", "1")
         await pilot.press("ctrl+g")
-        await wait_until(pilot, lambda: isinstance(app.screen, SweepModal), "the sweep modal")
+        await wait_until(pilot, lambda: isinstance(app.screen, SweepDialog), "the sweep dialog")
+        app.screen.query_one("#values-0", Input).focus()  # GPUs per node, the default field
         await pilot.press("end", "ctrl+u", *"1,x", "enter")
-        assert isinstance(app.screen, SweepModal)  # refused inline: not a list of sizes
+        assert isinstance(app.screen, SweepDialog)  # refused inline: not a list of sizes
         await pilot.press("ctrl+u", *"1,2", "enter")
         await wait_until(pilot, lambda: isinstance(app.screen, JobsScreen), "back to Jobs", 30)
         await wait_until(

@@ -12,7 +12,6 @@ from ddp_tui.spec import ExperimentSpec, spec_from_form
 from ddp_tui.tui.form import FORM_FIELDS as FIELDS
 from ddp_tui.tui.form import form_from_spec
 from ddp_tui.tui.formatting import describe_error, duration, number, rate
-from ddp_tui.tui.modals import parse_sizes
 from ddp_tui.tui.pacing import poll_delay
 from ddp_tui.tui.screens.jobs import COLUMNS, JobsTable, row_values, run_matches
 from tests.tui.fakes import sample_runs
@@ -34,20 +33,6 @@ def test_poll_backs_off_when_nothing_runs() -> None:
     assert poll_delay(5, 0, False) == 15.0
     assert poll_delay(20, 0, False) == 30.0
     assert poll_delay(40, 0, False) == 40.0  # never faster than asked
-
-
-@pytest.mark.parametrize(
-    ("text", "sizes"), [("1,2,4,8", [1, 2, 4, 8]), (" 8, 2 ,4", [2, 4, 8]), ("3", [3])]
-)
-def test_sweep_sizes(text: str, sizes: list[int]) -> None:
-    assert parse_sizes(text) == (sizes, None)
-
-
-@pytest.mark.parametrize("text", ["", "1,,2", "a,b", "0,1", "1,1", "1.5", "-2"])
-def test_bad_sweep_sizes_say_what_is_allowed(text: str) -> None:
-    sizes, error = parse_sizes(text)
-    assert sizes == []
-    assert error is not None and error.startswith("sizes:")
 
 
 def test_form_round_trips_every_spec_field() -> None:
