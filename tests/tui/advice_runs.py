@@ -19,11 +19,10 @@ from pathlib import Path
 from ddp_tui.jobfiles import METRICS_COLUMNS, STEP_TIMES_FILE, csv_cell
 from ddp_tui.remote.executor import LocalExecutor
 from ddp_tui.remote.history import attempt_record, end_record
-from ddp_tui.remote.plan import sweep_specs
 from ddp_tui.remote.runs import RunStore
 from ddp_tui.remote.scheduler import JobStatus
 from ddp_tui.remote.states import JobState
-from ddp_tui.spec import ExperimentSpec
+from ddp_tui.spec import ExperimentSpec, expand_sweep, sweep_from_options
 
 SAMPLES = 2048
 BATCH = 32
@@ -109,7 +108,8 @@ def finished_sweep(root: Path, sizes: tuple[int, ...] = (1, 2), *, metrics: bool
     their first epoch's row); its group key."""
     store = RunStore(LocalExecutor(), str(root))
     group = SPEC.group_key()
-    for n, (world, spec) in enumerate(sweep_specs(SPEC, sizes, "gpus"), start=1):
+    members = expand_sweep(SPEC, sweep_from_options([",".join(map(str, sizes))]))
+    for n, (world, spec) in enumerate(((m.spec.gpus_per_node, m.spec) for m in members), 1):
         ref = store.create_run(spec.to_dict(), spec.name, "#!/bin/bash\n", group)
         run_dir = Path(ref.path)
         job_id = str(4200 + n)

@@ -10,7 +10,7 @@ brings the partitions and the run id; no I/O here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ddp_tui.errors import DdpTuiError
 from ddp_tui.remote.snapshot import SnapshotManifest
@@ -123,26 +123,3 @@ def require_ok(plans: Sequence[SubmitPlan]) -> None:
     errors = [e for p in plans for e in p.errors]
     if errors:
         raise ValidationFailed(errors)
-
-
-def sweep_specs(
-    spec: ExperimentSpec, sizes: Sequence[int], dimension: str
-) -> list[tuple[int, ExperimentSpec]]:
-    """The sweep's sizes (each once, smallest first) and the spec of each, named
-    ``<name>-g<n>`` or ``<name>-n<n>``. Raises :class:`ValidationFailed` for a bad
-    dimension or no sizes."""
-    if dimension not in ("gpus", "nodes"):
-        raise ValidationFailed([FieldError("sweep", "dimension must be 'gpus' or 'nodes'")])
-    if not sizes:
-        raise ValidationFailed([FieldError("sweep", "give at least one size, e.g. 1,2,4,8")])
-    field_name = "gpus_per_node" if dimension == "gpus" else "nodes"
-    return [
-        (n, spec.replace(**{field_name: n, "name": f"{spec.name}-{dimension[0]}{n}"}))
-        for n in sorted(set(sizes))
-    ]
-
-
-def for_sweep_size(plan: SubmitPlan, size: int) -> SubmitPlan:
-    """``plan`` with its errors named ``sweep[<size>] <field>``."""
-    errors = tuple(FieldError(f"sweep[{size}] {e.field}", e.message) for e in plan.errors)
-    return replace(plan, errors=errors)
