@@ -1,7 +1,9 @@
 """The Jobs screen's table of runs: its columns, its cells, and the widget that draws them.
 
 The widget draws with the line API and diffs rows (see :class:`JobsTable`), so a refresh of
-thousands of runs costs only the cells that changed.
+thousands of runs costs only the cells that changed. Its rows are
+:class:`~ddp_tui.tui.job_groups.JobLine` s: runs, and groups folded into one row
+(:func:`~ddp_tui.tui.job_groups.job_lines` decides which, once per refresh).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from textual.strip import Strip
 
 from ddp_tui.remote.states import JobState
 from ddp_tui.tui.formatting import STATE_STYLES, duration, metric_label, number, rate
+from ddp_tui.tui.job_groups import JobLine, RunGroup, counts_label
 from ddp_tui.tui.run_summary import run_size
+from ddp_tui.usage import hours_text, resource_hours
 
 if TYPE_CHECKING:
     from ddp_tui.remote.views import RunView
@@ -32,7 +36,8 @@ if TYPE_CHECKING:
 # update costs a few microseconds (update_width=True re-measures the whole column).
 # The last column, the reason, is at least its width and takes whatever the window has
 # left: a wide window shows "waiting for free nodes" whole, a narrow one its start (the
-# status line below the table says the selected run's reason in full).
+# status line below the table says the selected run's reason in full). Cells are one
+# space apart, so that every column fits a 120-column terminal.
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("name", "Name", 18),
     ("job", "Job", 8),
@@ -43,23 +48,37 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("loss", "Loss", 7),
     ("val", "Val", 11),
     ("thru", "Samples/s", 9),
+    ("hours", "GPU-h", 10),  # a CPU run's CPU-hours say so: "0.12 CPU" (usage.hours_text)
     ("reason", "Reason", 12),
 )
 _STATE = 2  # the state column's index: it is drawn in the state's colour
 _REASON = len(COLUMNS) - 1
+_GAP = 1  # the space before each cell
 
 Row = tuple[str, ...]
 
+#: A group row's name starts with whether its members are shown.
+OPEN, CLOSED = "▾ ", "▸ "
+#: A member row's name is indented under its group's.
+INDENT = "  "
 
-def row_values(run: RunView) -> Row:
-    """The plain values of one row; the table updates only the cells whose value changed."""
+
+def hours_cell(hours: float, unit: str) -> str:
+    """``0.12`` GPU-hours, ``0.12 CPU`` CPU-hours, as ``ls`` writes them; ``-`` for none
+    (a run that has not started)."""
+    return hours_text(hours, unit) if hours > 0 else "-"
+
+
+def row_values(run: RunView, *, member: bool = False) -> Row:
+    """The plain values of one row; the table updates only the cells whose value changed.
+    ``member``: the run is shown under its group's row (its name is indented)."""
     val = "-"
     if run.preflight is not None:  # no validation metric: its bus bandwidth instead
         val = run.preflight.bandwidth_label
     elif run.last_val_metric is not None:
         val = f"{metric_label(run.val_metric_name)} {number(run.last_val_metric)}"
     return (
-        run.name,
+        INDENT + run.name if member else run.name,
         run.job_id or "-",
         run.state_label,  # "*": Run detail says how the trainer's record disagrees
         run_size(run),
@@ -68,7 +87,53 @@ def row_values(run: RunView) -> Row:
         number(run.last_train_loss),
         val,
         rate(run.throughput),
+        hours_cell(*resource_hours(run.spec, run.elapsed_sec)),
         run.reason_label,
+    )
+
+
+def group_hour_totals(group: RunGroup) -> dict[str, float]:
+    """The members' hours summed per unit ("GPU", "CPU"), units with none left out."""
+    totals: dict[str, float] = {}
+    for run in group.members:
+        hours, unit = resource_hours(run.spec, run.elapsed_sec)
+        totals[unit] = totals.get(unit, 0.0) + hours
+    return {unit: hours for unit, hours in sorted(totals.items(), reverse=True) if hours > 0}
+
+
+def group_hours(group: RunGroup) -> str:
+    """A group row's hours cell (a group mixing GPU and CPU runs shows both)."""
+    return " + ".join(hours_cell(h, unit) for unit, h in group_hour_totals(group).items()) or "-"
+
+
+def _group_job(group: RunGroup) -> str:
+    """The array's job id where every member is one index of it; else how many jobs."""
+    jobs = {run.job_id for run in group.members if run.job_id}
+    bases = {job.split("_", 1)[0] for job in jobs}
+    if len(bases) == 1 and all("_" in job for job in jobs):
+        return bases.pop()
+    return f"{len(jobs)} jobs" if jobs else "-"
+
+
+def _group_size(group: RunGroup) -> str:
+    sizes = {run_size(run) for run in group.members}
+    return sizes.pop() if len(sizes) == 1 else "mixed"
+
+
+def group_values(group: RunGroup, *, expanded: bool) -> Row:
+    """A group's row: its name, member count, total hours and counts per state."""
+    return (
+        (OPEN if expanded else CLOSED) + group.name,
+        _group_job(group),
+        f"{len(group.members)} runs",
+        _group_size(group),
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+        group_hours(group),
+        counts_label(group.counts),  # the state cell has the member count
     )
 
 
@@ -82,6 +147,13 @@ def reason_style(run: RunView) -> str:
     if run.diagnosis is not None and run.diagnosis.needs_fix:
         return "fix"
     return ""
+
+
+def group_style(group: RunGroup) -> str:
+    """A group row's reason stands out as its most urgent member's would: a folded group
+    must not hide a stall or a failure to fix."""
+    marks = {reason_style(run) for run in group.members}
+    return next((mark for mark in ("stalled", "fix") if mark in marks), "")
 
 
 def run_matches(run: RunView, needle: str) -> bool:
@@ -99,8 +171,10 @@ def run_matches(run: RunView, needle: str) -> bool:
 class JobsTable(ScrollView, can_focus=True):
     """The runs table, drawn with the line API: a paint renders only the visible rows.
 
-    :meth:`show_runs` diffs rows, so a refresh that changes a few cells costs a few
+    :meth:`show_lines` diffs rows, so a refresh that changes a few cells costs a few
     string comparisons plus one repaint of the visible lines, however many runs exist.
+    A group's row opens and closes with enter or space (or right and left, + and -): the
+    table asks its screen with :class:`GroupToggled`, which owns what is open.
     """
 
     DEFAULT_CSS = """
@@ -124,6 +198,9 @@ class JobsTable(ScrollView, can_focus=True):
         background: $accent 60%;
         color: $foreground;
     }
+    JobsTable > .jobs-table--group {
+        text-style: bold;
+    }
     JobsTable > .jobs-table--stalled {
         color: $warning;
         text-style: bold;
@@ -137,6 +214,7 @@ class JobsTable(ScrollView, can_focus=True):
         "jobs-table--header",
         "jobs-table--even",
         "jobs-table--cursor",
+        "jobs-table--group",
         "jobs-table--stalled",
         "jobs-table--fix",
     }
@@ -149,14 +227,29 @@ class JobsTable(ScrollView, can_focus=True):
         Binding("home", "first", "First", show=False),
         Binding("end", "last", "Last", show=False),
         Binding("enter", "select", "Open", show=False),
+        Binding("space", "toggle_group", "Open/close group", show=False),
+        Binding("right,plus", "expand(True)", "Open group", show=False),
+        Binding("left,minus", "expand(False)", "Close group", show=False),
     ]
 
     @dataclass
     class RowSelected(Message):
-        """Enter or a click on a row."""
+        """Enter or a click on a run's row."""
 
         table: JobsTable
         run_id: str
+
+        @property
+        def control(self) -> JobsTable:
+            return self.table
+
+    @dataclass
+    class GroupToggled(Message):
+        """A group's row asked to open (``expand`` True), close (False) or flip (None)."""
+
+        table: JobsTable
+        group: str
+        expand: bool | None
 
         @property
         def control(self) -> JobsTable:
@@ -166,37 +259,79 @@ class JobsTable(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.order: list[str] = []
+        self.order: list[str] = []  # row keys: run ids, and group_row_key() of group rows
         self._rows: dict[str, Row] = {}
-        self._marks: dict[str, str] = {}  # run id -> reason_style(), where it has one
-        self._width = sum(width + 2 for _, _, width in COLUMNS)
+        self._marks: dict[str, str] = {}  # row key -> reason_style(), where it has one
+        self._groups: dict[str, RunGroup] = {}  # group rows' keys -> their group
+        self._parents: dict[str, str] = {}  # member rows' run ids -> their group's key
+        self._width = sum(width + _GAP for _, _, width in COLUMNS)
 
     # -- data -------------------------------------------------------------------
 
     @property
-    def selected_run_id(self) -> str | None:
+    def selected_key(self) -> str | None:
+        """The key of the row under the cursor (a run id or a group row's key)."""
         if not self.order or not 0 <= self.cursor_row < len(self.order):
             return None
         return self.order[self.cursor_row]
 
     @property
+    def selected_run_id(self) -> str | None:
+        """The run under the cursor; None on a group's row."""
+        key = self.selected_key
+        return None if key is None or key in self._groups else key
+
+    @property
+    def selected_group(self) -> RunGroup | None:
+        """The group whose row is under the cursor."""
+        return self._groups.get(self.selected_key or "")
+
+    def parent_group(self, run_id: str) -> str | None:
+        """The group key of a run shown under its group's row."""
+        return self._parents.get(run_id)
+
+    @property
     def row_count(self) -> int:
         return len(self.order)
 
-    def get_cell(self, run_id: str, column: str) -> str:
+    def get_cell(self, key: str, column: str) -> str:
         """The text of one cell (tests and benchmarks read the table through this)."""
-        index = next(i for i, (key, _, _) in enumerate(COLUMNS) if key == column)
-        return self._rows[run_id][index]
+        index = next(i for i, (name, _, _) in enumerate(COLUMNS) if name == column)
+        return self._rows[key][index]
 
     def show_runs(self, runs: Sequence[RunView], select: str | None = None) -> int:
-        """Show ``runs`` in this order; returns the number of cells whose text changed."""
-        order = [run.run_id for run in runs]
-        values = {run.run_id: row_values(run) for run in runs}
-        marks = {run.run_id: mark for run in runs if (mark := reason_style(run))}
+        """Show ``runs`` in this order, one row each; see :meth:`show_lines`."""
+        return self.show_lines([JobLine(run.run_id, run=run) for run in runs], select)
+
+    def show_lines(self, lines: Sequence[JobLine], select: str | None = None) -> int:
+        """Show ``lines`` in this order; returns the number of cells whose text changed.
+        ``select``: a row key to put the cursor on."""
+        order: list[str] = []
+        values: dict[str, Row] = {}
+        marks: dict[str, str] = {}
+        groups: dict[str, RunGroup] = {}
+        parents: dict[str, str] = {}
+        for line in lines:
+            order.append(line.key)
+            if line.group is not None:
+                groups[line.key] = line.group
+                values[line.key] = group_values(line.group, expanded=line.expanded)
+                mark = group_style(line.group)
+            elif line.run is not None:
+                values[line.key] = row_values(line.run, member=line.member)
+                mark = reason_style(line.run)
+                if line.member and line.run.group:
+                    parents[line.key] = line.run.group
+            else:
+                raise ValueError(f"job line {line.key!r} has neither a run nor a group")
+            if mark:
+                marks[line.key] = mark
+        self._groups = groups
+        self._parents = parents
         marks_changed = marks != self._marks
         self._marks = marks
         if order != self.order:
-            keep = select or self.selected_run_id
+            keep = select or self.selected_key
             old_row = self.cursor_row
             self.order = order
             self._rows = values
@@ -208,13 +343,13 @@ class JobsTable(ScrollView, can_focus=True):
             self.refresh()
             return len(order) * len(COLUMNS)
         written = 0
-        for run_id, new in values.items():
-            old = self._rows.get(run_id)
+        for key, new in values.items():
+            old = self._rows.get(key)
             if old != new:
                 written += sum(1 for a, b in zip(old or (), new, strict=False) if a != b) or len(
                     new
                 )
-                self._rows[run_id] = new
+                self._rows[key] = new
         if select in values:
             self.move_cursor(order.index(select))
         if written or marks_changed:
@@ -255,9 +390,27 @@ class JobsTable(ScrollView, can_focus=True):
         self.move_cursor(len(self.order) - 1)
 
     def action_select(self) -> None:
+        """Enter: open the run, or open or close the group."""
+        group = self.selected_group
+        if group is not None:
+            self.post_message(self.GroupToggled(self, group.key, None))
+            return
         run_id = self.selected_run_id
         if run_id is not None:
             self.post_message(self.RowSelected(self, run_id))
+
+    def action_toggle_group(self) -> None:
+        """Space: open or close the group under the cursor."""
+        if (group := self.selected_group) is not None:
+            self.post_message(self.GroupToggled(self, group.key, None))
+
+    def action_expand(self, expand: bool) -> None:
+        """Open (right, +) or close (left, -) the group under the cursor; on a member's
+        row, left closes its group."""
+        if (group := self.selected_group) is not None:
+            self.post_message(self.GroupToggled(self, group.key, expand))
+        elif not expand and (parent := self.parent_group(self.selected_key or "")):
+            self.post_message(self.GroupToggled(self, parent, False))
 
     def on_click(self, event: events.Click) -> None:
         if event.y == 0:
@@ -280,14 +433,16 @@ class JobsTable(ScrollView, can_focus=True):
         index = round(self.scroll_y) + y - 1
         if not 0 <= index < len(self.order):
             return Strip.blank(width, base)
-        run_id = self.order[index]
-        values = self._rows[run_id]
+        key = self.order[index]
+        values = self._rows[key]
         style = base
         if index % 2:
             style = style + self.get_component_rich_style("jobs-table--even")
+        if key in self._groups:
+            style = style + self.get_component_rich_style("jobs-table--group", partial=True)
         if index == self.cursor_row:
             style = style + self.get_component_rich_style("jobs-table--cursor")
-        return self._strip(values, style, width, state=values[_STATE], mark=self._marks.get(run_id))
+        return self._strip(values, style, width, state=values[_STATE], mark=self._marks.get(key))
 
     def _strip(
         self,
@@ -316,7 +471,7 @@ class JobsTable(ScrollView, can_focus=True):
                     cell_style = style + marked
                 if cell_len(text) > cell_width:
                     text = set_cell_size(text, cell_width - 1) + "…"
-            segments.append(Segment(" " + set_cell_size(text, cell_width) + " ", cell_style))
+            segments.append(Segment(" " * _GAP + set_cell_size(text, cell_width), cell_style))
         return Strip(segments).crop_extend(0, width, style)
 
 

@@ -1,5 +1,10 @@
-"""Compare: one group of runs that differ only in size, side by side, with speedup vs ideal;
-the scaling advisor's Advice panel and its predicted speedup beside the measured one."""
+"""Compare: one group of runs side by side.
+
+For any group, the outcome table (the fields that differ between its runs, then what each
+achieved, the best run marked; sorted by any column) and an overlay plot of a metric per
+epoch, one line per run. For a group whose runs differ in size, also the scaling table with
+speedup vs ideal, and the scaling advisor's Advice panel with its predicted speedup beside
+the measured one (the advice needs several sizes: a group of one size has neither)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.widgets import DataTable, Footer, Select, Static
 from textual_plotext import PlotextPlot
 
@@ -20,6 +26,7 @@ from ddp_tui.tui.advice_panel import AdvicePanel
 from ddp_tui.tui.formatting import describe_error, duration, metric_label, number, rate, size
 from ddp_tui.tui.header import StatusHeader
 from ddp_tui.tui.messages import AdviceReady, ComparisonReady, Notice
+from ddp_tui.tui.overlay_plot import draw_overlay, overlay_lines, overlay_metrics
 from ddp_tui.tui.screens.base import BaseScreen
 from ddp_tui.tui.speedup_plot import Line, SeriesPoint, draw_speedup, speedup_lines
 
@@ -27,6 +34,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ddp_tui.advisor import Advice
+    from ddp_tui.outcomes import Outcomes
     from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.remote.views import RunView, Snapshot
 
@@ -36,6 +44,16 @@ class GroupInfo:
     key: str
     label: str
     signature: tuple[tuple[str, str, int], ...]  # (run_id, state, epochs done): recompute on change
+    #: How many sizes (nodes x GPUs) its runs have: the scaling table and advice need two.
+    sizes: int = 1
+
+
+@dataclass
+class OutcomesReady(Message, bubble=False):
+    """A group's outcome table (:meth:`ClusterAPI.outcomes`) for Compare."""
+
+    group: str
+    outcomes: Outcomes
 
 
 def run_group(run: RunView) -> str | None:
@@ -57,7 +75,7 @@ def groups_of(runs: Sequence[RunView]) -> list[GroupInfo]:
         shown = ", ".join(size(n, g) for n, g in sizes)
         label = f"{first.spec.workload}: {len(group_runs)} runs ({shown})"
         signature = tuple(sorted((r.run_id, r.state.value, r.epochs_done) for r in group_runs))
-        groups.append(GroupInfo(key, label, signature))
+        groups.append(GroupInfo(key, label, signature, len(sizes)))
     return groups
 
 
@@ -136,12 +154,17 @@ def comparison_cells(row: dict[str, float | None]) -> list[Text | str]:
 
 
 class CompareScreen(BaseScreen):
-    """Pick a group; see throughput, speedup and efficiency per size, and the advice: the
-    size to run, predictions for sizes not run; ``x`` exports."""
+    """Pick a group; see what differs between its runs and what each achieved, sorted by
+    any column (``o``, ``d``, or a header's click), a metric per epoch for each (``m``);
+    for a group of several sizes, throughput, speedup and efficiency per size, and the
+    advice: the size to run, predictions for sizes not run; ``x`` exports."""
 
     BINDINGS = [
         Binding("escape", "back", "Back"),
         Binding("g", "pick_group", "Group"),
+        Binding("o", "sort_next", "Sort"),
+        Binding("d", "sort_flip", "Direction"),
+        Binding("m", "next_metric", "Metric"),
         Binding("x", "export", "Export"),
     ]
 
@@ -156,6 +179,16 @@ class CompareScreen(BaseScreen):
         self.series: list[SeriesPoint] = []
         #: The lines the plot drew last, by name (see :func:`speedup_lines`).
         self.plot_lines: dict[str, Line] = {}
+        #: The group's outcome table as it came, and as shown (sorted).
+        self.outcomes: Outcomes | None = None
+        self.shown: Outcomes | None = None
+        #: The column the outcome table is sorted by (None: the default order) and its
+        #: direction (None: the column's default, see ``sort_outcomes``).
+        self.sort_column: str | None = None
+        self.descending: bool | None = None
+        #: The overlay plot's metric (None: the group's own) and its lines, by legend label.
+        self.overlay_metric: str | None = None
+        self.overlay: dict[str, Line] = {}
         self._computed: tuple[str, tuple[tuple[str, str, int], ...]] | None = None
 
     def compose(self) -> ComposeResult:
@@ -163,11 +196,16 @@ class CompareScreen(BaseScreen):
         yield Select[str]([], prompt="Pick a group of runs (a sweep)", id="group", compact=True)
         yield Static("", id="compare-note", markup=False)
         with Vertical(id="compare-body"):
-            table: DataTable[Text | str] = DataTable(id="compare-table", cursor_type="row")
-            yield table
-            with Horizontal(id="compare-lower"):
-                yield PlotextPlot(id="plot-speedup")
-                yield AdvicePanel(id="advice")
+            yield Static("", id="outcomes-note", markup=False)
+            outcomes: DataTable[Text | str] = DataTable(id="outcomes-table", cursor_type="row")
+            yield outcomes
+            yield PlotextPlot(id="plot-overlay")
+            with Vertical(id="scaling"):
+                table: DataTable[Text | str] = DataTable(id="compare-table", cursor_type="row")
+                yield table
+                with Horizontal(id="compare-lower"):
+                    yield PlotextPlot(id="plot-speedup")
+                    yield AdvicePanel(id="advice")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -176,6 +214,7 @@ class CompareScreen(BaseScreen):
             table.add_column(label, key=key)
         self.watch(self.app, "snapshot", self._snapshot_changed, init=True)
         self._draw_plot()
+        self._draw_overlay()
 
     def _snapshot_changed(self, snapshot: Snapshot | None = None) -> None:
         snapshot = self.ddp_app.snapshot
@@ -214,9 +253,28 @@ class CompareScreen(BaseScreen):
         signature = info.signature if info is not None else ()
         if self._computed == (self.group, signature):
             return
+        if self._computed is None or self._computed[0] != self.group:
+            self._forget_outcomes()  # another group: its own columns, sort and metric
         self._computed = (self.group, signature)
-        self.compute(self.group)
-        self.ask_advice(self.group)
+        self.ask_outcomes(self.group)
+        scaling = info is None or info.sizes > 1
+        self.query_one("#scaling").display = scaling
+        if scaling:
+            self.compute(self.group)
+            self.ask_advice(self.group)
+        else:
+            self.query_one("#compare-note", Static).update(
+                "One size: no scaling table or advice (they compare runs of several sizes)."
+            )
+
+    def ask_outcomes(self, group: str) -> None:
+        """Ask for the group's outcome table: read on the I/O thread, like the comparison."""
+        self.ask(
+            "Outcomes",
+            lambda cluster: cluster.outcomes(group),
+            lambda outcomes: OutcomesReady(group, outcomes),
+            key="outcomes",  # only the newest matters
+        )
 
     def compute(self, group: str) -> None:
         self.ask(
@@ -293,6 +351,128 @@ class CompareScreen(BaseScreen):
         self.plot_lines = speedup_lines(self.rows, self.series)
         draw_speedup(widget.plt, self.plot_lines)
         widget.refresh()
+
+    # -- the outcome table and the overlay plot --------------------------------------
+
+    def _forget_outcomes(self) -> None:
+        self.outcomes = self.shown = None
+        self.sort_column = self.descending = self.overlay_metric = None
+
+    @on(OutcomesReady)
+    def _outcomes_ready(self, message: OutcomesReady) -> None:
+        if message.group != self.group:
+            return
+        self.show_outcomes(message.outcomes)
+
+    def show_outcomes(self, outcomes: Outcomes) -> None:
+        """Show a group's outcome table, in the order the user sorted by (kept across the
+        group's refreshes), and its overlay plot."""
+        self.outcomes = outcomes
+        if self.sort_column not in outcomes.sort_columns:
+            self.sort_column = self.descending = None
+        if self.overlay_metric not in overlay_metrics(outcomes):
+            self.overlay_metric = None
+        self._sort()
+
+    def _sort(self) -> None:
+        from ddp_tui.outcomes import sort_outcomes
+
+        if self.outcomes is None:
+            return
+        shown = self.outcomes
+        if self.sort_column is not None:
+            shown = sort_outcomes(shown, self.sort_column, descending=self.descending)
+        self.shown = shown
+        self._fill_outcomes()
+        self._draw_overlay()
+
+    def _fill_outcomes(self) -> None:
+        from ddp_tui.outcomes import total_hours_text
+        from ddp_tui.tui.outcomes_table import outcome_columns, outcome_rows, sort_arrow
+
+        shown = self.shown
+        if shown is None:
+            return
+        table = self.query_one("#outcomes-table", DataTable)
+        selected = None
+        if table.row_count and table.cursor_row < table.row_count:
+            selected = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        table.clear(columns=True)
+        for key, label in outcome_columns(shown):
+            if key == self.sort_column:
+                label = f"{label} {sort_arrow(shown, key)}".rstrip()
+            table.add_column(label, key=key)
+        ids = []
+        for run_id, cells in outcome_rows(shown):
+            table.add_row(*cells, key=run_id)
+            ids.append(run_id)
+        if selected in ids:
+            table.move_cursor(row=ids.index(selected), animate=False)
+        word = "higher" if shown.direction > 0 else "lower"
+        differs = ", ".join(shown.fields) if shown.fields else "nothing"
+        order = f"sorted by {self.sort_column}" if self.sort_column else "fields' order"
+        self.query_one("#outcomes-note", Static).update(
+            f"Differs: {differs} · {metric_label(shown.metric)}: {word} is better · {order} "
+            f"(o, d) · {total_hours_text(shown)}"
+        )
+
+    def _draw_overlay(self) -> None:
+        widget = self.query_one("#plot-overlay", PlotextPlot)
+        shown = self.shown
+        metric = ""
+        if shown is not None:
+            metrics = overlay_metrics(shown)
+            metric = self.overlay_metric or (metrics[0] if metrics else shown.metric)
+            self.overlay = overlay_lines(shown, metric)
+        else:
+            self.overlay = {}
+        draw_overlay(widget.plt, self.overlay, metric, len(shown.frame) if shown else 0)
+        widget.refresh()
+
+    def action_sort_next(self) -> None:
+        """Sort by the next column (after the last, back to the default order)."""
+        if self.outcomes is None:
+            return
+        columns = [c for c in self.outcomes.sort_columns if c != "run_id"]
+        index = columns.index(self.sort_column) + 1 if self.sort_column in columns else 0
+        self.sort_by(columns[index] if index < len(columns) else None)
+
+    def sort_by(self, column: str | None, descending: bool | None = None) -> None:
+        self.sort_column = column
+        self.descending = descending
+        self._sort()
+
+    def action_sort_flip(self) -> None:
+        """Reverse the sorted column's order."""
+        from ddp_tui.tui.outcomes_table import DESCENDING, sort_arrow
+
+        if self.shown is None or self.sort_column is None:
+            self.notify("Sort by a column first (o).", severity="warning")
+            return
+        self.sort_by(self.sort_column, sort_arrow(self.shown, self.sort_column) != DESCENDING)
+
+    @on(DataTable.HeaderSelected, "#outcomes-table")
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        column = str(event.column_key.value)
+        if self.outcomes is None or column not in self.outcomes.sort_columns:
+            return
+        if column == self.sort_column:
+            self.action_sort_flip()
+        else:
+            self.sort_by(column)
+
+    def action_next_metric(self) -> None:
+        """Plot the next metric per epoch."""
+        if self.shown is None:
+            return
+        metrics = overlay_metrics(self.shown)
+        if not metrics:
+            self.notify("No run of this group has written a metric yet.", severity="warning")
+            return
+        current = self.overlay_metric or metrics[0]
+        index = metrics.index(current) + 1 if current in metrics else 0
+        self.overlay_metric = metrics[index % len(metrics)]
+        self._draw_overlay()
 
     def action_back(self) -> None:
         self.dismiss(None)

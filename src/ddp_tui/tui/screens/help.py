@@ -23,13 +23,18 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (
         "Jobs",
         (
-            ("enter", "open the run"),
+            ("enter", "open the run; on a group's row (a sweep), show or hide its runs"),
+            ("space  → ←", "show or hide a group's runs (+ and - too; ← from one of its runs)"),
             ("n", "compose a new experiment"),
-            ("c", "cancel the run (asks first)"),
-            ("r", "retry: a new attempt that resumes from the checkpoint"),
+            ("c", "cancel the run (asks first); on a group's row, its queued and running runs"),
+            (
+                "r",
+                "retry: a new attempt that resumes from the checkpoint; on a group's row, "
+                "its runs that failed, were cancelled or timed out",
+            ),
             ("e", "edit: compose pre-filled from the run"),
             ("v", "verify: nodes, world size, backend, every epoch"),
-            ("s", "compare the sizes of a sweep"),
+            ("s", "compare a group: what differs between its runs, and which won"),
             ("/", "filter by name, job, state, group or reason (stalled); esc clears"),
             ("f", "show or hide finished runs"),
         ),
@@ -62,6 +67,9 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         "Compare",
         (
             ("g", "pick a group"),
+            ("o", "sort the outcome table by the next column (a header's click: by it)"),
+            ("d", "sort the other way"),
+            ("m", "plot the next metric per epoch, one line per run"),
             ("x", "export Markdown and CSV next to the runs"),
             ("esc", "back"),
         ),

@@ -1,4 +1,7 @@
-"""The jobs screen: every run, newest first, with filter, cancel, retry, edit and verify keys."""
+"""The jobs screen: every run, newest first, with filter, cancel, retry, edit and verify keys.
+
+The runs of a group (a sweep, an array) fold into one row (:mod:`ddp_tui.tui.job_groups`);
+cancel and retry on that row act on its members, after a question."""
 
 from __future__ import annotations
 
@@ -12,12 +15,16 @@ from textual.reactive import var
 from textual.widgets import Footer, Input, Static
 
 from ddp_tui.tui.header import StatusHeader
-from ddp_tui.tui.jobs_table import COLUMNS, JobsTable, row_values, run_matches
-from ddp_tui.tui.messages import ChecksReady
+from ddp_tui.tui.job_groups import RunGroup, group_row_key, job_lines
+from ddp_tui.tui.jobs_table import COLUMNS, JobsTable, group_hour_totals, row_values, run_matches
+from ddp_tui.tui.messages import ActionDone, ChecksReady
 from ddp_tui.tui.run_summary import run_size
 from ddp_tui.tui.screens.base import RUN_ACTION_BINDINGS, BaseScreen
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.remote.views import RunView, Snapshot
 
 # The table's parts are imported from here by tests and benchmarks.
@@ -25,7 +32,7 @@ __all__ = ["COLUMNS", "JobsScreen", "JobsTable", "row_values", "run_matches", "r
 
 
 class JobsScreen(BaseScreen):
-    """Every run, newest first."""
+    """Every run, newest first; a group's runs under one row that opens."""
 
     BINDINGS = [
         Binding("enter", "open", "Open"),
@@ -39,6 +46,11 @@ class JobsScreen(BaseScreen):
 
     show_finished: var[bool] = var(True)
     filter_text: var[str] = var("")
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: The groups whose rows are open (their members shown below).
+        self.expanded: set[str] = set()
 
     def compose(self) -> ComposeResult:
         yield StatusHeader("Jobs")
@@ -62,23 +74,32 @@ class JobsScreen(BaseScreen):
 
     # -- rendering ------------------------------------------------------------
 
+    def keeps(self, run: RunView) -> bool:
+        """The filter: finished runs (unless hidden) that match the search."""
+        return (self.show_finished or not run.state.is_terminal) and run_matches(
+            run, self.filter_text
+        )
+
     def visible_runs(self, snapshot: Snapshot | None) -> list[RunView]:
         if snapshot is None:
             return []
-        return [
-            run
-            for run in snapshot.runs
-            if (self.show_finished or not run.state.is_terminal)
-            and run_matches(run, self.filter_text)
-        ]
+        return [run for run in snapshot.runs if self.keeps(run)]
 
-    def _render_snapshot(self, snapshot: Snapshot | None = None) -> None:
+    def _render_snapshot(self, snapshot: Snapshot | None = None, select: str | None = None) -> None:
         snapshot = self.ddp_app.snapshot
-        runs = self.visible_runs(snapshot)
+        runs = snapshot.runs if snapshot is not None else ()
         table = self.query_one(JobsTable)
-        table.show_runs(runs, select=self.ddp_app.take_selection())
-        total = len(snapshot.runs) if snapshot else 0
-        self.query_one("#empty", Static).display = snapshot is not None and total == 0
+        lines = job_lines(
+            runs, expanded=self.expanded, keep=self.keeps, reveal=bool(self.filter_text)
+        )
+        select = select or self.ddp_app.take_selection()
+        if select is not None and not any(line.key == select for line in lines):
+            # A run behind its group's closed row (a sweep just submitted): the group's row.
+            run = self.ddp_app.run_by_id(select)
+            if run is not None and run.group:
+                select = group_row_key(run.group)
+        table.show_lines(lines, select=select)
+        self.query_one("#empty", Static).display = snapshot is not None and not runs
         self._render_status()
 
     def _render_status(self) -> None:
@@ -90,14 +111,21 @@ class JobsScreen(BaseScreen):
         parts = [f"{total} runs", f"{active} active"]
         if snapshot is not None and snapshot.stalled:
             parts.append(f"{snapshot.stalled} stalled")
-        if table.row_count != total:
-            parts.append(f"{table.row_count} shown")
+        shown = len(self.visible_runs(snapshot))
+        if shown != total:
+            parts.append(f"{shown} shown")
         if self.filter_text:
             parts.append(f"filter {self.filter_text!r}")
         if not self.show_finished:
             parts.append("finished hidden (f)")
+        group = table.selected_group
         selected = self.ddp_app.run_by_id(table.selected_run_id or "")
-        if selected is not None and selected.reason_label:
+        if group is not None:
+            hours = "".join(
+                f", {h:.3g} {unit}-hours" for unit, h in group_hour_totals(group).items()
+            )
+            parts.append(f"{group.name}: {group.summary}{hours}")
+        elif selected is not None and selected.reason_label:
             parts.append(f"{selected.name}: {selected.reason_label}")
         if snapshot is None:
             parts = ["waiting for the first refresh..."]
@@ -140,12 +168,36 @@ class JobsScreen(BaseScreen):
         self.show_finished = not self.show_finished
         self.notify("Showing finished runs" if self.show_finished else "Hiding finished runs")
 
+    # -- groups ---------------------------------------------------------------
+
+    @on(JobsTable.GroupToggled, "#jobs")
+    def _group_toggled(self, event: JobsTable.GroupToggled) -> None:
+        self.toggle_group(event.group, event.expand)
+
+    def toggle_group(self, group: str, expand: bool | None = None) -> None:
+        """Open (``expand`` True), close (False) or flip (None) a group's row; the cursor
+        stays on that row."""
+        if expand is None:
+            expand = group not in self.expanded
+        if expand:
+            self.expanded.add(group)
+        else:
+            self.expanded.discard(group)
+        self._render_snapshot(select=group_row_key(group))
+
     # -- run actions ----------------------------------------------------------
 
     def _selected(self) -> str | None:
-        run_id = self.query_one(JobsTable).selected_run_id
+        table = self.query_one(JobsTable)
+        run_id = table.selected_run_id
         if run_id is None:
-            self.notify("No run selected.", severity="warning")
+            if table.selected_group is not None:
+                self.notify(
+                    "That is a group's row: open it (enter) and pick one of its runs.",
+                    severity="warning",
+                )
+            else:
+                self.notify("No run selected.", severity="warning")
         return run_id
 
     @on(JobsTable.RowSelected, "#jobs")
@@ -153,19 +205,88 @@ class JobsScreen(BaseScreen):
         self.ddp_app.open_run(event.run_id)
 
     def action_open(self) -> None:
-        if run_id := self._selected():
+        if (group := self.query_one(JobsTable).selected_group) is not None:
+            self.toggle_group(group.key)
+        elif run_id := self._selected():
             self.ddp_app.open_run(run_id)
 
     def action_new(self) -> None:
         self.ddp_app.open_compose()
 
     def action_cancel_run(self) -> None:
-        if run_id := self._selected():
+        if (group := self.query_one(JobsTable).selected_group) is not None:
+            self.confirm_cancel_group(group)
+        elif run_id := self._selected():
             self.ddp_app.confirm_cancel(run_id)
 
     def action_retry(self) -> None:
-        if run_id := self._selected():
+        if (group := self.query_one(JobsTable).selected_group) is not None:
+            self.confirm_retry_group(group)
+        elif run_id := self._selected():
             self.ddp_app.retry_run(run_id)
+
+    def confirm_cancel_group(self, group: RunGroup) -> None:
+        """Ask, then cancel every queued or running member (``cancel_group``: a job array
+        with one call)."""
+        live = group.live
+        if not live:
+            self.notify(
+                f"No run of {group.name} is queued or running: nothing to cancel.",
+                severity="warning",
+                markup=False,
+            )
+            return
+
+        def cancel(cluster: ClusterAPI) -> str:
+            jobs = cluster.cancel_group(group.key)  # an array: one scancel of its id
+            return f"Cancelled {group.name} (job {', '.join(jobs) or 'none still live'})."
+
+        self._confirm_group(
+            f"Cancel the {len(live)} queued or running runs of {group.name} "
+            f"({len(group.members)} runs)?",
+            "Cancel runs",
+            "Cancel",
+            cancel,
+        )
+
+    def confirm_retry_group(self, group: RunGroup) -> None:
+        """Ask, then retry every member that ended without completing (failed, cancelled,
+        timed out, ...), each as a new attempt of its own (``retry_group``)."""
+        ended = group.retryable
+        if not ended:
+            self.notify(
+                f"No run of {group.name} failed, was cancelled or timed out: nothing to retry.",
+                severity="warning",
+                markup=False,
+            )
+            return
+        asked = {run.run_id for run in ended}
+
+        def retry(cluster: ClusterAPI) -> str:
+            done = cluster.retry_group(group.key)
+            text = f"Retrying {len(done.retried)} runs of {group.name}."
+            refused = [(run_id, why) for run_id, why in done.skipped if run_id in asked]
+            if refused:
+                text += f" Not retried: {len(refused)} ({refused[0][1]})."
+            return text
+
+        self._confirm_group(
+            f"Retry the {len(ended)} runs of {group.name} that ended without completing?",
+            "Retry runs",
+            "Retry",
+            retry,
+        )
+
+    def _confirm_group(
+        self, question: str, yes: str, what: str, call: Callable[[ClusterAPI], str]
+    ) -> None:
+        from ddp_tui.tui.modals import ConfirmModal
+
+        def answered(confirmed: bool | None) -> None:
+            if confirmed:
+                self.ask(what, call, ActionDone)  # the app notifies and refreshes
+
+        self.app.push_screen(ConfirmModal(question, yes=yes, no="Keep"), answered)
 
     def action_edit(self) -> None:
         if run_id := self._selected():
@@ -186,5 +307,7 @@ class JobsScreen(BaseScreen):
         self.app.push_screen(ChecksModal(f"Verification of {name}", message.checks))
 
     def action_compare(self) -> None:
-        run_id = self.query_one(JobsTable).selected_run_id
+        table = self.query_one(JobsTable)
+        group = table.selected_group
+        run_id = group.members[0].run_id if group is not None else table.selected_run_id
         self.ddp_app.open_compare(run_id)

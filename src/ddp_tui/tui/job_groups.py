@@ -1,0 +1,187 @@
+"""The Jobs table's lines: runs of one group (a sweep, an array) folded into one row.
+
+Pure functions of the runs list (no widgets, no I/O): the Jobs screen calls
+:func:`job_lines` once per refresh or filter change, never per frame, and hands the lines to
+:class:`~ddp_tui.tui.jobs_table.JobsTable`.
+
+A group is the runs that share :attr:`RunView.group` (the sweep key). A group of one run is
+shown as that run: every training run has a group key, and a single run folded into a row of
+its own would only hide it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from ddp_tui.remote.group_control import RETRY_STATES
+from ddp_tui.remote.states import JobState
+from ddp_tui.remote.views import RunView
+
+#: Row keys of group rows start with this; run ids never do (they start with a timestamp).
+GROUP_ROW_PREFIX = "group:"
+
+#: The order in which a group row counts its states: what is moving first, then what ended
+#: badly, then what completed.
+_COUNT_ORDER: tuple[JobState, ...] = (
+    JobState.RUNNING,
+    JobState.COMPLETING,
+    JobState.PENDING,
+    JobState.REQUEUED,
+    JobState.SUSPENDED,
+    JobState.FAILED,
+    JobState.TIMEOUT,
+    JobState.OUT_OF_MEMORY,
+    JobState.NODE_FAIL,
+    JobState.BOOT_FAIL,
+    JobState.DEADLINE,
+    JobState.PREEMPTED,
+    JobState.CANCELLED,
+    JobState.LOST,
+    JobState.UNKNOWN,
+    JobState.COMPLETED,
+)
+_RANK = {state: index for index, state in enumerate(_COUNT_ORDER)}
+
+#: What a sweep member's name joins its parts with (``grid-lr0.1-b32``, ``sweep-g2``); not
+#: the dot, which is inside values (``lr0.1``).
+_SEPARATORS = "-_ "
+
+
+def group_row_key(group: str) -> str:
+    return GROUP_ROW_PREFIX + group
+
+
+def retryable(run: RunView) -> bool:
+    """Ended without completing (failed, cancelled, timed out, lost, ...): what a group's
+    retry (``ClusterAPI.retry_group``) submits again."""
+    return run.state in RETRY_STATES
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """Two or more runs of one group, in the order the snapshot lists them (newest first)."""
+
+    key: str
+    name: str
+    members: tuple[RunView, ...]
+
+    @property
+    def counts(self) -> tuple[tuple[JobState, int], ...]:
+        return state_counts(self.members)
+
+    @property
+    def live(self) -> tuple[RunView, ...]:
+        """The members a cancel reaches: queued or running."""
+        return tuple(run for run in self.members if run.state.is_active)
+
+    @property
+    def retryable(self) -> tuple[RunView, ...]:
+        return tuple(run for run in self.members if retryable(run))
+
+    @property
+    def summary(self) -> str:
+        """``6 runs: 2 RUNNING 3 PENDING 1 COMPLETED``."""
+        return f"{len(self.members)} runs: {counts_label(self.counts)}"
+
+
+@dataclass(frozen=True)
+class JobLine:
+    """One row of the Jobs table: a run (``member`` when it is shown under its group's row)
+    or a group."""
+
+    key: str  # the run id, or group_row_key(group.key)
+    run: RunView | None = None
+    group: RunGroup | None = None
+    member: bool = False
+    expanded: bool = False  # group rows: its members are shown below it
+
+
+def state_counts(runs: Sequence[RunView]) -> tuple[tuple[JobState, int], ...]:
+    """How many runs are in each state, running first and completed last."""
+    counts: dict[JobState, int] = {}
+    for run in runs:
+        counts[run.state] = counts.get(run.state, 0) + 1
+    return tuple(sorted(counts.items(), key=lambda item: _RANK.get(item[0], len(_RANK))))
+
+
+def counts_label(counts: Sequence[tuple[JobState, int]]) -> str:
+    """``2 RUNNING 3 PENDING 1 COMPLETED``."""
+    return " ".join(f"{count} {state.value}" for state, count in counts)
+
+
+def group_name(names: Sequence[str]) -> str:
+    """What a group is called: its members' common name prefix, cut back to whole parts
+    (``grid`` of ``grid-lr0.1-b32`` and ``grid-lr0.01-b32``), or, where they share none,
+    the first name without its last ``-suffix``."""
+    if not names:
+        return ""
+    prefix = names[0]
+    for name in names[1:]:
+        while not name.startswith(prefix):
+            prefix = prefix[:-1]
+    if any(name != prefix and name[len(prefix)] not in _SEPARATORS for name in names):
+        # The names part in the middle of a part (lr0.1 and lr0.01): the whole parts only.
+        cut = max(prefix.rfind(separator) for separator in _SEPARATORS)
+        prefix = prefix[:cut] if cut > 0 else ""
+    prefix = prefix.rstrip(_SEPARATORS)
+    if prefix:
+        return prefix
+    first = names[0]
+    for separator in _SEPARATORS:
+        head, sep, _ = first.rpartition(separator)
+        if sep and head.strip(_SEPARATORS):
+            return head
+    return first
+
+
+def multi_run_groups(runs: Sequence[RunView]) -> dict[str, RunGroup]:
+    """The groups of two or more runs, by group key, members in the order of ``runs``."""
+    members: dict[str, list[RunView]] = {}
+    for run in runs:
+        if run.group:
+            members.setdefault(run.group, []).append(run)
+    return {
+        key: RunGroup(key, group_name([r.name for r in group]), tuple(group))
+        for key, group in members.items()
+        if len(group) > 1
+    }
+
+
+def job_lines(
+    runs: Sequence[RunView],
+    *,
+    expanded: Collection[str] = (),
+    keep: Callable[[RunView], bool] | None = None,
+    reveal: bool = False,
+) -> list[JobLine]:
+    """The table's rows for ``runs`` (newest first): each group of two or more runs as one
+    row where its newest member stands, followed by its members when its key is in
+    ``expanded``.
+
+    ``keep`` is the filter (the search, hiding finished runs): a group's row shows while
+    any of its members is kept, and only kept members show under it. The row summarises
+    every member, kept or not, since cancel and retry on it act on the whole group.
+    ``reveal`` (a search is on) expands every group with a kept member: a match inside a
+    group is shown, not hidden behind its row.
+    """
+    groups = multi_run_groups(runs)
+    kept = [run for run in runs if keep is None or keep(run)]
+    shown: dict[str, list[RunView]] = {}
+    for run in kept:
+        if run.group in groups:
+            shown.setdefault(run.group, []).append(run)
+    lines: list[JobLine] = []
+    for run in kept:
+        group = groups.get(run.group or "")
+        if group is None:
+            lines.append(JobLine(run.run_id, run=run))
+            continue
+        members = shown.pop(group.key, None)
+        if members is None:
+            continue  # the group's row is already out, at its newest kept member
+        is_open = reveal or group.key in expanded
+        lines.append(JobLine(group_row_key(group.key), group=group, expanded=is_open))
+        if is_open:
+            lines.extend(JobLine(m.run_id, run=m, member=True) for m in members)
+    return lines
