@@ -193,12 +193,18 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("ls", help="list runs, newest first")
     ls.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     for name, helptext in (
-        ("cancel", "cancel a run's job"),
-        ("retry", "resubmit a run; it resumes from its checkpoint"),
+        ("cancel", "cancel a run's job (with --group: every live job of its group)"),
+        ("retry", "resubmit a run; it resumes from its checkpoint (--group: every failed run)"),
         ("verify", "check a run: completed, nodes, world size, epochs, checkpoint"),
     ):
         c = sub.add_parser(name, help=helptext)
         c.add_argument("run", help="run id, a unique prefix of one, or a job id")
+        if name != "verify":
+            c.add_argument(
+                "--group",
+                action="store_true",
+                help="act on the whole group (a sweep) of the run, or of the group key given",
+            )
     why = sub.add_parser(
         "why",
         help="why a run failed, is pending, or has stalled (exit 1: something to fix)",
@@ -608,6 +614,12 @@ def resolve_run(cluster: Cluster, key: str) -> RunView:
 
 
 def _cmd_cancel(cluster: Cluster, args: argparse.Namespace) -> int:
+    if args.group:
+        group = resolve_group(cluster, args.run)
+        jobs = cluster.cancel_group(group)
+        done = f"job {', '.join(jobs)}" if jobs else "nothing was alive"
+        print(f"cancelled group {group} ({done})")
+        return 0
     view = resolve_run(cluster, args.run)
     jobs = cluster.cancel(view.run_id)
     print(f"cancelled {view.run_id} (job {', '.join(jobs)})")
@@ -615,6 +627,13 @@ def _cmd_cancel(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 def _cmd_retry(cluster: Cluster, args: argparse.Namespace) -> int:
+    if args.group:
+        result = cluster.retry_group(resolve_group(cluster, args.run))
+        for run_id in result.retried:
+            print(f"{run_id}\tretried")
+        for run_id, why in result.skipped:
+            print(f"{run_id}\tleft as it is: {why}")
+        return 0
     seen = resolve_run(cluster, args.run)
     view = cluster.retry(seen.run_id, seen=len(seen.attempts))
     print(f"{view.run_id}\t{view.job_id}\tattempt {len(view.attempts)}")
