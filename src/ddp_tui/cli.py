@@ -550,8 +550,8 @@ def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
     from ddp_tui.usage import hours_text, resource_hours
 
     snap = cluster.refresh()
-    # GPU-hours (CPU-hours on the CPU): the allocation times the latest attempt's elapsed.
-    hours = {v.run_id: resource_hours(v.spec, v.elapsed_sec) for v in snap.runs}
+    # GPU-hours (CPU-hours on the CPU): the allocation times every attempt's elapsed time.
+    hours = {v.run_id: resource_hours(v.spec, v.used_sec) for v in snap.runs}
     if snap.error:
         print(f"ddp-tui: warning: {snap.error}", file=sys.stderr)
     if args.json:

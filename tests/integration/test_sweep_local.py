@@ -192,6 +192,11 @@ def test_a_group_cancel_ends_the_whole_array_with_one_call(local: Cluster, hold:
     for v in views:
         done = wait_state(local, v.run_id, JobState.COMPLETED, JobState.FAILED, timeout=300)
         assert done.state is JobState.COMPLETED
+        # GPU-hours pay for both attempts: the cancelled task's recorded time (none for the
+        # tasks cancelled while they waited), and this one.
+        first = done.attempts[0].elapsed_sec
+        assert first is not None and (first > 0) == (v is views[0])
+        assert done.used_sec == pytest.approx(first + done.elapsed_sec)
 
 
 def test_a_submit_killed_after_the_array_was_queued_is_adopted_not_doubled(

@@ -19,9 +19,9 @@ from ddp_tui.results import RunData
 
 
 def view_member(run: RunData, view: RunView) -> Member:
-    """``run`` with its view's elapsed time (the latest attempt's: docs/compare.md) and
+    """``run`` with its view's run time (every attempt's: docs/compare.md) and
     state (DAMAGED for a damaged run directory, as ``ls`` says it)."""
-    return Member(run, elapsed_sec=view.elapsed_sec, state=view.state_label.removesuffix(" *"))
+    return Member(run, elapsed_sec=view.used_sec, state=view.state_label.removesuffix(" *"))
 
 
 def group_of(key: str, groups: Mapping[str, Sequence[RunView]]) -> str:

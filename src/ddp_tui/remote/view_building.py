@@ -26,8 +26,9 @@ def latest_job_id(info: RunInfo) -> str | None:
     return str(jid) if jid else None
 
 
-def attempt_of(doc: Mapping[str, Any]) -> Attempt:
-    """An attempt line (checked by :func:`ddp_tui.remote.run_damage.clean_job_line`)."""
+def attempt_of(doc: Mapping[str, Any], end: Mapping[str, Any] | None = None) -> Attempt:
+    """An attempt line (checked by :func:`ddp_tui.remote.run_damage.clean_job_line`), with
+    its end line's elapsed time where the end is recorded."""
     n = doc.get("attempt")
     return Attempt(
         job_id=str(doc.get("job_id", "")),
@@ -35,6 +36,7 @@ def attempt_of(doc: Mapping[str, Any]) -> Attempt:
         submitted_at=str(doc.get("submitted_at", "")),
         retry_of=str(doc["retry_of"]) if doc.get("retry_of") else None,
         attempt=n if isinstance(n, int) and not isinstance(n, bool) else 0,
+        elapsed_sec=num(end.get("elapsed_sec")) if end else None,
     )
 
 
@@ -79,7 +81,7 @@ def build_view(
 ) -> RunView:
     """The run's row: its files (as read so far) and its latest attempt's status.
     ``damage`` adds to what the listing found wrong (``info.damage``): the table files'."""
-    attempts = tuple(attempt_of(j) for j in info.jobs)
+    attempts = tuple(attempt_of(j, info.ends.get(str(j.get("job_id", "")))) for j in info.jobs)
     job_id = attempts[-1].job_id if attempts else None
     state = status.state if status else JobState.UNKNOWN
     exit_code = status.exit_code if status else None

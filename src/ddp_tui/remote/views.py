@@ -33,6 +33,8 @@ class Attempt:
     submitted_at: str
     retry_of: str | None
     attempt: int
+    #: How long the attempt ran, once its end is recorded (None: running, or not known).
+    elapsed_sec: float | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,13 @@ class RunView:
     @property
     def job_id(self) -> str | None:
         return self.attempts[-1].job_id if self.attempts else None
+
+    @property
+    def used_sec(self) -> float:
+        """Every attempt's run time: the earlier attempts' recorded ends, and the latest's
+        elapsed time (live while it runs). What GPU-hours are charged for."""
+        earlier = sum(a.elapsed_sec or 0.0 for a in self.attempts[:-1])
+        return earlier + self.elapsed_sec
 
     @property
     def state_label(self) -> str:

@@ -87,7 +87,7 @@ def row_values(run: RunView, *, member: bool = False) -> Row:
         number(run.last_train_loss),
         val,
         rate(run.throughput),
-        hours_cell(*resource_hours(run.spec, run.elapsed_sec)),
+        hours_cell(*resource_hours(run.spec, run.used_sec)),
         run.reason_label,
     )
 
@@ -96,7 +96,7 @@ def group_hour_totals(group: RunGroup) -> dict[str, float]:
     """The members' hours summed per unit ("GPU", "CPU"), units with none left out."""
     totals: dict[str, float] = {}
     for run in group.members:
-        hours, unit = resource_hours(run.spec, run.elapsed_sec)
+        hours, unit = resource_hours(run.spec, run.used_sec)
         totals[unit] = totals.get(unit, 0.0) + hours
     return {unit: hours for unit, hours in sorted(totals.items(), reverse=True) if hours > 0}
 
