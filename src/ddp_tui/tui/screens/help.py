@@ -44,7 +44,7 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("tab", "next field"),
             ("ctrl+s", "submit"),
-            ("ctrl+g", "sweep: the same run at sizes such as 1,2,4,8"),
+            ("ctrl+g", "sweep: the same run over values of any fields, e.g. lr x batch"),
             ("ctrl+t", "preflight: a quick collective test of the same shape"),
             ("ctrl+o", "save the sbatch script without submitting"),
             ("esc", "back"),
