@@ -26,12 +26,8 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("enter", "open the run; on a group's row (a sweep), show or hide its runs"),
             ("space  → ←", "show or hide a group's runs (+ and - too; ← from one of its runs)"),
             ("n", "compose a new experiment"),
-            ("c", "cancel the run (asks first); on a group's row, its queued and running runs"),
-            (
-                "r",
-                "retry: a new attempt that resumes from the checkpoint; on a group's row, "
-                "its runs that failed, were cancelled or timed out",
-            ),
+            ("c", "cancel (asks first): the run, or a group's queued and running runs"),
+            ("r", "retry from the checkpoint: the run, or a group's runs that ended early"),
             ("e", "edit: compose pre-filled from the run"),
             ("v", "verify: nodes, world size, backend, every epoch"),
             ("s", "compare a group: what differs between its runs, and which won"),
