@@ -52,16 +52,19 @@ class CountingExecutor(LocalExecutor):
     def __init__(self) -> None:
         super().__init__()
         self.calls: Counter[str] = Counter()
-
-    def _count(self, argv: Sequence[str]) -> None:
-        tool = next((a for a in argv if a in TOOLS), None)
-        if tool is not None:
-            self.calls[tool] += 1
+        #: Seconds spent in each tool's calls.
+        self.seconds: Counter[str] = Counter()
 
     # A batch's commands come through run() too (Executor.run_batch), so they count once.
     def run(self, argv: Sequence[str], **kwargs: Any) -> CommandResult:
-        self._count(argv)
-        return super().run(argv, **kwargs)
+        tool = next((a for a in argv if a in TOOLS), None)
+        t0 = time.perf_counter()
+        try:
+            return super().run(argv, **kwargs)
+        finally:
+            if tool is not None:
+                self.calls[tool] += 1
+                self.seconds[tool] += time.perf_counter() - t0
 
 
 def spec() -> ExperimentSpec:
@@ -84,8 +87,11 @@ def spec() -> ExperimentSpec:
     )
 
 
-def one_side(kind: str, members: int, root: Path) -> tuple[float, Counter[str], Counter[str]]:
-    """Submit the sweep one way; returns (seconds, submit's Slurm calls, a refresh's)."""
+def one_side(
+    kind: str, members: int, root: Path
+) -> tuple[float, float, Counter[str], Counter[str]]:
+    """Submit the sweep one way; returns (seconds, of which in sbatch, submit's Slurm calls,
+    a refresh's)."""
     ex = CountingExecutor()
     cluster = Cluster(
         ex,
@@ -99,6 +105,7 @@ def one_side(kind: str, members: int, root: Path) -> tuple[float, Counter[str], 
     assert plan.ok, plan.errors[:3]
     assert len(plan.arrays) == 1 and len(plan.arrays[0].members) == members
     ex.calls.clear()
+    ex.seconds.clear()
     t0 = time.perf_counter()
     if kind == "array":
         views = cluster.submit_sweep(plan)
@@ -106,6 +113,7 @@ def one_side(kind: str, members: int, root: Path) -> tuple[float, Counter[str], 
         views = [cluster.submit(p) for p in plan.plans]
     seconds = time.perf_counter() - t0
     submit_calls = Counter(ex.calls)
+    sbatch_sec = ex.seconds["sbatch"]
     ex.calls.clear()
     cluster.refresh()
     refresh_calls = Counter(ex.calls)
@@ -114,7 +122,7 @@ def one_side(kind: str, members: int, root: Path) -> tuple[float, Counter[str], 
     assert group is not None
     cluster.cancel_group(group)
     cluster.close()
-    return seconds, submit_calls, refresh_calls
+    return seconds, sbatch_sec, submit_calls, refresh_calls
 
 
 def main() -> int:
@@ -123,31 +131,39 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     times: dict[str, list[float]] = {"separate": [], "array": []}
+    in_sbatch: dict[str, list[float]] = {"separate": [], "array": []}
     calls: dict[str, tuple[Counter[str], Counter[str]]] = {}
     with slurm_test_cluster(), tempfile.TemporaryDirectory(prefix="bench-array-") as tmp:
         for r in range(args.rounds):
             for kind in ("separate", "array"):
-                seconds, submit_calls, refresh_calls = one_side(
+                seconds, sbatch_sec, submit_calls, refresh_calls = one_side(
                     kind, args.members, Path(tmp) / f"r{r}"
                 )
                 times[kind].append(seconds)
+                in_sbatch[kind].append(sbatch_sec)
                 calls[kind] = (submit_calls, refresh_calls)
-                print(f"round {r + 1} {kind:8s} {seconds:7.2f} s  submit {dict(submit_calls)}")
+                print(
+                    f"round {r + 1} {kind:8s} {seconds:7.2f} s, of which sbatch "
+                    f"{sbatch_sec:6.2f} s; submit {dict(submit_calls)}",
+                    flush=True,
+                )
     print(f"\n{args.members} members, {args.rounds} rounds on the Slurm test cluster")
     for kind in ("separate", "array"):
         submit_calls, refresh_calls = calls[kind]
         slurm_refresh = refresh_calls["squeue"] + refresh_calls["sacct"]
         print(
-            f"  {kind:8s} submit median {statistics.median(times[kind]):7.2f} s, "
-            f"{submit_calls['sbatch']} sbatch; the next refresh: {slurm_refresh} Slurm calls "
+            f"  {kind:8s} submit median {statistics.median(times[kind]):7.2f} s (in sbatch "
+            f"{statistics.median(in_sbatch[kind]):6.2f} s), {submit_calls['sbatch']} sbatch; "
+            f"the next refresh: {slurm_refresh} Slurm calls "
             f"({dict(refresh_calls)})"
         )
-    ratios = [s / a for s, a in zip(times["separate"], times["array"], strict=True)]
-    geo = math.exp(statistics.fmean(math.log(x) for x in ratios))
-    print(
-        f"  separate / array, pair by pair: {', '.join(f'{x:.2f}' for x in ratios)} "
-        f"(median {statistics.median(ratios):.2f}, geometric mean {geo:.2f})"
-    )
+    for what, series in (("submit", times), ("sbatch alone", in_sbatch)):
+        ratios = [s / a for s, a in zip(series["separate"], series["array"], strict=True)]
+        geo = math.exp(statistics.fmean(math.log(x) for x in ratios))
+        print(
+            f"  {what}: separate / array, pair by pair: {', '.join(f'{x:.2f}' for x in ratios)}"
+            f" (median {statistics.median(ratios):.2f}, geometric mean {geo:.2f})"
+        )
     return 0
 
 

@@ -271,7 +271,7 @@ class Cluster:
             lambda i: self.submit(plan.plans[i]).run_id,
             recover_sec=self.recover_submit_sec,
         )
-        return [self._view_of(r) for r in run_ids]
+        return self._views_of(run_ids)
 
     def _submit_attempt(self, ref: RunRef, *, seen: int | None, fresh: bool = False) -> str:
         return submit_attempt(
@@ -407,13 +407,18 @@ class Cluster:
         return None
 
     def _view_of(self, run_id: str) -> RunView:
+        return self._views_of([run_id])[0]
+
+    def _views_of(self, run_ids: Sequence[str]) -> list[RunView]:
+        """The rows of ``run_ids`` from one listing (a sweep's members: not one each)."""
         infos = self.store.list_runs()
         if self._listed:
             self._infos = infos  # the next refresh polls a run just submitted here
-        for info in infos:
-            if info.run_id == run_id:
-                return self.table.view(info)
-        raise KeyError(run_id)
+        by_id = {info.run_id: info for info in infos}
+        missing = [r for r in run_ids if r not in by_id]
+        if missing:
+            raise KeyError(missing[0])
+        return [self.table.view(by_id[r]) for r in run_ids]
 
     def _snapshot(
         self,
