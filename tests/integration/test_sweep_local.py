@@ -231,3 +231,28 @@ def test_a_submit_killed_after_the_array_was_queued_is_adopted_not_doubled(
         assert wait_state(local, run_id, JobState.COMPLETED, JobState.FAILED).state is (
             JobState.COMPLETED
         )
+
+
+def test_cancel_and_retry_of_a_group_from_the_command_line(tmp_path: Path, hold: Hold) -> None:
+    small = [a if a != "2" else "1" for a in SMALL]
+    res = _cli(
+        tmp_path, "submit", *small, "--env-setup", hold.wait_line(), "--sweep", "seed=1,2",
+        "--max-concurrent", "1",
+    )  # fmt: skip
+    first, job = res.stdout.splitlines()[0].split("\t")[:2]
+    master = job.partition("_")[0]
+    deadline = time.monotonic() + 120
+    while {str(r["state"]) for r in _ls(tmp_path)} != {"RUNNING", "PENDING"}:
+        assert time.monotonic() < deadline, _ls(tmp_path)
+        time.sleep(0.5)
+    out = _cli(tmp_path, "cancel", "--group", first).stdout
+    assert out.startswith("cancelled group ") and out.rstrip().endswith(f"(job {master})"), out
+    while {str(r["state"]) for r in _ls(tmp_path)} != {"CANCELLED"}:
+        assert time.monotonic() < deadline + 60, _ls(tmp_path)
+        time.sleep(0.5)
+    hold.release()
+    retried = _cli(tmp_path, "retry", "--group", first).stdout.splitlines()
+    assert len(retried) == 2 and all(line.endswith("\tretried") for line in retried), retried
+    while {str(r["state"]) for r in _ls(tmp_path)} != {"COMPLETED"}:
+        assert time.monotonic() < deadline + 300, _ls(tmp_path)
+        time.sleep(1.0)
