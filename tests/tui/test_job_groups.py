@@ -205,3 +205,4 @@ async def test_a_search_opens_the_group_of_a_matching_run() -> None:
         await wait_until(pilot, lambda: table.row_count == 2, "the group and its match")
         assert table.get_cell(table.order[0], "name") == "▾ sweep"
         assert table.get_cell(table.order[1], "name") == "  sweep-1x2"
+        assert "7 runs · 2 active · 1 shown" in str(app.screen.query_one("#jobs-status").render())

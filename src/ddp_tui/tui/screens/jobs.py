@@ -51,6 +51,8 @@ class JobsScreen(BaseScreen):
         super().__init__()
         #: The groups whose rows are open (their members shown below).
         self.expanded: set[str] = set()
+        #: How many runs the filter keeps, counted once per refresh (not per cursor move).
+        self._kept = 0
 
     def compose(self) -> ComposeResult:
         yield StatusHeader("Jobs")
@@ -80,17 +82,17 @@ class JobsScreen(BaseScreen):
             run, self.filter_text
         )
 
-    def visible_runs(self, snapshot: Snapshot | None) -> list[RunView]:
-        if snapshot is None:
-            return []
-        return [run for run in snapshot.runs if self.keeps(run)]
-
     def _render_snapshot(self, snapshot: Snapshot | None = None, select: str | None = None) -> None:
         snapshot = self.ddp_app.snapshot
         runs = snapshot.runs if snapshot is not None else ()
         table = self.query_one(JobsTable)
+        kept = {run.run_id for run in runs if self.keeps(run)}
+        self._kept = len(kept)
         lines = job_lines(
-            runs, expanded=self.expanded, keep=self.keeps, reveal=bool(self.filter_text)
+            runs,
+            expanded=self.expanded,
+            keep=lambda run: run.run_id in kept,
+            reveal=bool(self.filter_text),
         )
         select = select or self.ddp_app.take_selection()
         if select is not None and not any(line.key == select for line in lines):
@@ -111,9 +113,8 @@ class JobsScreen(BaseScreen):
         parts = [f"{total} runs", f"{active} active"]
         if snapshot is not None and snapshot.stalled:
             parts.append(f"{snapshot.stalled} stalled")
-        shown = len(self.visible_runs(snapshot))
-        if shown != total:
-            parts.append(f"{shown} shown")
+        if self._kept != total:
+            parts.append(f"{self._kept} shown")
         if self.filter_text:
             parts.append(f"filter {self.filter_text!r}")
         if not self.show_finished:
