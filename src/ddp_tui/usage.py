@@ -73,5 +73,6 @@ def hours_unit(units: set[str] | frozenset[str]) -> str:
 def hours_text(hours: float, unit: str) -> str:
     """A run's hours for a table cell: ``0.0123`` for GPU-hours, ``0.0123 CPU`` for
     CPU-hours (the column is headed GPU-h)."""
-    text = f"{hours:.3g}"
+    # Three significant digits, but never an exponent: 1,234 GPU-hours read as 1234.
+    text = f"{hours:.3g}" if hours < 1000 else f"{hours:.0f}"
     return text if unit == "GPU" else f"{text} {unit}"

@@ -15,20 +15,29 @@ import pytest
 EXE = shutil.which("ddp-tui", path=os.path.dirname(sys.executable)) or "ddp-tui"
 
 
-def cli_env(tmp_path: Path) -> dict[str, str]:
+#: The profile every run of :func:`cli` has: the embedded scheduler, whatever this machine
+#: has installed.
+LOCAL_PROFILE = '[profiles.local]\nscheduler = "local"\n'
+
+
+def cli_env(tmp_path: Path, config: str = LOCAL_PROFILE) -> dict[str, str]:
     env = dict(os.environ)
     env["DDP_TUI_CONFIG"] = str(tmp_path / "config.toml")
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
-    # The embedded scheduler, whatever this machine has installed.
-    (tmp_path / "config.toml").write_text('[profiles.local]\nscheduler = "local"\n')
+    (tmp_path / "config.toml").write_text(config)
     return env
 
 
 def cli(
-    tmp_path: Path, *args: str, check: bool = True, path: str | None = None
+    tmp_path: Path,
+    *args: str,
+    check: bool = True,
+    path: str | None = None,
+    config: str = LOCAL_PROFILE,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ddp-tui; ``path`` replaces $PATH (an empty directory: a machine without Slurm)."""
-    env = cli_env(tmp_path)
+    """Run ddp-tui; ``path`` replaces $PATH (an empty directory: a machine without Slurm);
+    ``config`` is the config file's text."""
+    env = cli_env(tmp_path, config)
     if path is not None:
         env["PATH"] = path
     res = subprocess.run(

@@ -25,7 +25,7 @@ from ddp_tui.remote.states import JobState
 from ddp_tui.spec import sweep_from_options
 from tests.helpers.hold import Hold
 from tests.integration.story import tiny_spec, wait_state
-from tests.integration.test_cli import EXE, SMALL, cli, cli_env
+from tests.integration.test_cli import LOCAL_PROFILE, SMALL, cli
 
 GRID = ["--sweep", "lr=0.1,0.05,0.01", "--sweep", "batch_per_gpu=16,32"]
 
@@ -33,19 +33,7 @@ GRID = ["--sweep", "lr=0.1,0.05,0.01", "--sweep", "batch_per_gpu=16,32"]
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """ddp-tui as :func:`cli` runs it, with four local slots: then an array's ``%2`` is what
     holds the grid to two at once."""
-    env = cli_env(tmp_path)
-    (tmp_path / "config.toml").write_text(
-        '[profiles.local]\nscheduler = "local"\nlocal_max_concurrent = 4\n'
-    )
-    res = subprocess.run(
-        [EXE, "--runs-root", str(tmp_path / "runs"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert res.returncode == 0, res.stderr
-    return res
+    return cli(tmp_path, *args, config=LOCAL_PROFILE + "local_max_concurrent = 4\n")
 
 
 def _ls(tmp_path: Path) -> list[dict[str, object]]:

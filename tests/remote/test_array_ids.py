@@ -20,7 +20,7 @@ from ddp_tui.remote.executor import CommandResult, LocalExecutor
 from ddp_tui.remote.history import MissingJobs
 from ddp_tui.remote.scheduler import SchedulerError
 from ddp_tui.remote.slurm import SEP, SlurmScheduler
-from ddp_tui.remote.slurm.array_ids import (
+from ddp_tui.remote.job_ids import (
     array_index,
     array_master,
     covered_ids,

@@ -47,8 +47,17 @@ async def test_escape_from_every_damaged_runs_detail_goes_back_to_jobs(tmp_path:
     escapes: list[tuple[float, str]] = []
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        table = app.screen.query_one(JobsTable)
-        await wait_until(pilot, lambda: healthy <= set(table.order), "the healthy runs", 60)
+        jobs = app.screen
+        assert isinstance(jobs, JobsScreen)
+        table = jobs.query_one(JobsTable)
+
+        def opened() -> set[str]:
+            # Copies of one run are one group, folded into a row: open it to see each.
+            for group in {r.group for r in app.snapshot.runs if r.group} if app.snapshot else ():
+                jobs.toggle_group(group, True)
+            return set(table.order)
+
+        await wait_until(pilot, lambda: healthy <= opened(), "the healthy runs", 60)
         for run_id, name in damaged.items():
             if run_id not in table.order:
                 continue  # a directory the listing cannot take as a run (the CLI tests say so)

@@ -27,6 +27,7 @@ from ddp_tui.tui.header import Status, StatusHeader
 from ddp_tui.tui.jobs_table import JobsTable
 from ddp_tui.tui.logview import LogPane
 from ddp_tui.tui.screens.detail import DetailScreen
+from ddp_tui.tui.screens.jobs import JobsScreen
 from tests.tui.conftest import SIZE, fake_app, settle, wait_until
 from tests.tui.drive import open_named
 from tests.tui.fakes import (
@@ -141,12 +142,20 @@ async def test_fake_jobs_show_reasons_marks_and_the_stalled_count() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         table = app.screen.query_one(JobsTable)
+        # The sweep's runs fold into one row; open it to read each member's reason.
+        screen = app.screen
+        assert isinstance(screen, JobsScreen)
+        screen.toggle_group("9f2c4e1a7b3d5f60", True)
+        await pilot.pause()
         reasons = {run_id: table.get_cell(run_id, "reason") for run_id in table.order}
         by_name = {r.name: reasons[r.run_id] for r in diagnosed_runs()}
         assert by_name["mnist-cnn"] == "stalled 12 min"
         assert by_name["broken"] == "no module torch"
         assert by_name["queued"] == _run(JobState.PENDING).reason_label
         assert by_name["sweep-2x2"] == ""  # completed: nothing to say
+        screen.toggle_group("9f2c4e1a7b3d5f60", False)
+        table.move_cursor(0)
+        await pilot.pause()
         assert table._marks == {
             _run(JobState.RUNNING).run_id: "stalled",
             _run(JobState.FAILED).run_id: "fix",

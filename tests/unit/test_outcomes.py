@@ -237,6 +237,7 @@ def test_cpu_hours_are_the_allocated_cores() -> None:
     srun = torchrun.replace(launcher="srun")
     assert resource_hours(srun, 3600) == (24.0, "CPU")
     assert hours_text(6.0, "CPU") == "6 CPU" and hours_text(0.01234, "GPU") == "0.0123"
+    assert hours_text(1234.5, "GPU") == "1234" and hours_text(999.4, "GPU") == "999"
 
 
 def test_a_mixed_group_says_both_units() -> None:

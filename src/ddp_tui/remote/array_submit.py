@@ -25,6 +25,7 @@ from typing import Any
 
 from ddp_tui.remote.executor import ExecutorError
 from ddp_tui.remote.history import attempt_record, intent_record, void_record
+from ddp_tui.remote.job_ids import array_master, task_id
 from ddp_tui.remote.plan import SubmitPlan, require_ok
 from ddp_tui.remote.runs import RunRef, RunStore, RunStoreError
 from ddp_tui.remote.scheduler import Scheduler, SchedulerError
@@ -40,11 +41,6 @@ from ddp_tui.remote.sweep_plan import ARRAY_SCRIPT, ArrayPlan, SweepPlan
 #: The intent and attempt keys that tie a member's line to its array.
 ARRAY_DIR_KEY = "array_dir"
 ARRAY_INDEX_KEY = "array_index"
-
-
-def task_id(master: str, index: int) -> str:
-    """The id Slurm gives task ``index`` of array job ``master``."""
-    return f"{master}_{index}"
 
 
 def submit_sweep(
@@ -136,7 +132,7 @@ def recover_array_submit(
             f"the submission of job array {array.array_dir} did not reach the scheduler "
             f"({cause}); nothing was queued, and its runs are kept: retry them (r)."
         ) from cause
-    return found[0].partition("_")[0]
+    return array_master(found[0])
 
 
 def _create_members(store: RunStore, plans: Sequence[SubmitPlan]) -> list[RunRef]:

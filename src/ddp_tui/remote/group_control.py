@@ -14,25 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ddp_tui.remote.job_ids import array_master
 from ddp_tui.remote.run_jobs import recorded_ids, statuses
 from ddp_tui.remote.runs import RunInfo, RunStore
 from ddp_tui.remote.scheduler import Scheduler, SchedulerError
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.states import TERMINAL_STATES, JobState
 
-#: The ends a group retry submits again: the run did not finish its work.
-RETRY_STATES = frozenset(
-    {
-        JobState.FAILED,
-        JobState.CANCELLED,
-        JobState.TIMEOUT,
-        JobState.OUT_OF_MEMORY,
-        JobState.NODE_FAIL,
-        JobState.BOOT_FAIL,
-        JobState.DEADLINE,
-        JobState.PREEMPTED,
-        JobState.LOST,
-    }
-)
+#: The ends a group retry submits again: every end but success (the run did not finish).
+RETRY_STATES = TERMINAL_STATES - {JobState.COMPLETED}
 
 
 @dataclass(frozen=True)
@@ -54,8 +43,7 @@ def cancel_group(scheduler: Scheduler, store: RunStore, members: Sequence[RunInf
     for job_id in ids:
         if job_id not in live:
             continue
-        master, sep, _ = job_id.partition("_")
-        target = master if sep else job_id
+        target = array_master(job_id)  # an array's id for its task, the job's own else
         if target not in targets:
             targets.append(target)
     for target in targets:

@@ -22,6 +22,7 @@ from typing import Any
 
 from ddp_tui.remote.executor import ExecutorError
 from ddp_tui.remote.history import attempt_record, pending_intents, split_job_lines, void_record
+from ddp_tui.remote.job_ids import array_index
 from ddp_tui.remote.run_lock import RunLock
 from ddp_tui.remote.runs import RunInfo, RunRef, RunStore, RunStoreError
 from ddp_tui.remote.scheduler import AccountingUnavailable, JobStatus, Scheduler, SchedulerError
@@ -50,8 +51,7 @@ def jobs_of_run(
             arrays.setdefault(where, set()).add(index)
     for where, indices in arrays.items():
         for job_id in scheduler.jobs_in_dir(where):
-            _, sep, tail = job_id.partition("_")
-            if sep and tail.isdigit() and int(tail) in indices and job_id not in found:
+            if array_index(job_id) in indices and job_id not in found:
                 found.append(job_id)
     return found
 

@@ -12,6 +12,7 @@ import re
 import shlex
 import socket
 
+from ddp_tui.remote.job_ids import task_ranges
 from ddp_tui.remote.scheduler import SchedulerError
 
 _SHORT_OPTS = {"-o": "output", "-e": "error", "-N": "nodes", "-J": "job-name", "-D": "chdir"}
@@ -106,7 +107,6 @@ def expand_log_pattern(
 
 #: The most tasks one array may have (Slurm's default MaxArraySize is 1001: indices 0-1000).
 MAX_ARRAY_INDEX = 1000
-_ARRAY_RANGE = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
 
 
 def parse_array(value: str) -> tuple[list[int], int]:
@@ -114,28 +114,17 @@ def parse_array(value: str) -> tuple[list[int], int]:
     or ``0-10:2`` (sbatch's forms); the throttle is 0 when there is no ``%K``. Raises
     :class:`SchedulerError` naming what is wrong, as sbatch refuses such a script."""
     spec, pct, limit_text = value.strip().partition("%")
-    limit = 0
-    if pct:
-        if not limit_text.isdigit() or int(limit_text) < 1:
-            raise SchedulerError(f"--array={value}: the throttle after % must be a number >= 1")
-        limit = int(limit_text)
-    indices: list[int] = []
-    for part in spec.split(","):
-        m = _ARRAY_RANGE.fullmatch(part.strip())
-        if m is None:
-            raise SchedulerError(
-                f"--array={value}: expected indices such as 0-5, 1,3,5 or 0-10:2, with an "
-                "optional %K throttle"
-            )
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) else lo
-        step = int(m.group(3)) if m.group(3) else 1
-        if hi < lo or step < 1:
-            raise SchedulerError(f"--array={value}: the range {part} is empty")
-        indices += range(lo, hi + 1, step)
-    if max(indices) > MAX_ARRAY_INDEX:
+    if pct and (not limit_text.isdigit() or int(limit_text) < 1):
+        raise SchedulerError(f"--array={value}: the throttle after % must be a number >= 1")
+    try:
+        indices = sorted({i for r in task_ranges(spec) for i in r})
+    except ValueError as exc:
+        raise SchedulerError(f"--array={value}: {exc}") from None
+    if not indices:
+        raise SchedulerError(f"--array={value}: no index")
+    if indices[-1] > MAX_ARRAY_INDEX:
         raise SchedulerError(f"--array={value}: indices go up to {MAX_ARRAY_INDEX}")
-    return sorted(set(indices)), limit
+    return indices, int(limit_text) if pct else 0
 
 
 def _user() -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from ddp_tui.remote.job_ids import array_index, array_master
 from ddp_tui.remote.scheduler import SchedulerError
-from ddp_tui.remote.slurm.array_ids import array_index, array_master
 
 #: Separates fields in squeue/sacct/sinfo output; Slurm never prints it itself.
 SEP = "\x1f"

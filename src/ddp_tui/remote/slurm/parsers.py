@@ -13,17 +13,17 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ddp_tui.remote.executor import CommandResult
+from ddp_tui.remote.job_ids import (
+    covered_ids,
+    expand_array_id,
+    is_collapsed,
+    job_id_sort_key,
+)
 from ddp_tui.remote.scheduler import (
     JobStatus,
     PartitionInfo,
     SchedulerError,
     SchedulerUnavailable,
-)
-from ddp_tui.remote.slurm.array_ids import (
-    covered_ids,
-    expand_array_id,
-    is_collapsed,
-    job_id_sort_key,
 )
 from ddp_tui.remote.slurm.commands import SACCT_FIELDS, SEP, SINFO_FIELDS, SQUEUE_FIELDS
 from ddp_tui.remote.states import from_slurm
@@ -69,7 +69,7 @@ def parse_jobs_in_dir(texts: Sequence[str], work_dir: str) -> list[str]:
 
     The tasks of a job array share its working directory: each is listed by its own id
     (``1234_0``, ``1234_1``...), a group of pending ones (``1234_[2-5%2]``) expanded,
-    and ordered by array, then index (see :func:`~.array_ids.job_id_sort_key`).
+    and ordered by array, then index (see :func:`ddp_tui.remote.job_ids.job_id_sort_key`).
     """
     found: dict[str, None] = {}
     want = work_dir.rstrip("/")

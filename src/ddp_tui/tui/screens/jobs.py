@@ -71,7 +71,7 @@ class JobsScreen(BaseScreen):
         self.query_one("#filter", Input).display = False
         table = self.query_one(JobsTable)
         table.focus()
-        self.watch(self.app, "snapshot", self._render_snapshot, init=True)
+        self.watch(self.app, "snapshot", self._snapshot_changed, init=True)
         self.watch(table, "cursor_row", self._render_status, init=False)
 
     # -- rendering ------------------------------------------------------------
@@ -82,7 +82,11 @@ class JobsScreen(BaseScreen):
             run, self.filter_text
         )
 
-    def _render_snapshot(self, snapshot: Snapshot | None = None, select: str | None = None) -> None:
+    def _snapshot_changed(self, snapshot: Snapshot | None) -> None:
+        # One parameter: Textual calls a watcher of two with (old, new).
+        self._render_snapshot()
+
+    def _render_snapshot(self, select: str | None = None) -> None:
         snapshot = self.ddp_app.snapshot
         runs = snapshot.runs if snapshot is not None else ()
         table = self.query_one(JobsTable)
