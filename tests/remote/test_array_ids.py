@@ -18,8 +18,6 @@ import pytest
 from ddp_tui.remote import slurm
 from ddp_tui.remote.executor import CommandResult, LocalExecutor
 from ddp_tui.remote.history import MissingJobs
-from ddp_tui.remote.scheduler import SchedulerError
-from ddp_tui.remote.slurm import SEP, SlurmScheduler
 from ddp_tui.remote.job_ids import (
     array_index,
     array_master,
@@ -31,6 +29,8 @@ from ddp_tui.remote.job_ids import (
     task_id,
     task_ranges,
 )
+from ddp_tui.remote.scheduler import SchedulerError
+from ddp_tui.remote.slurm import SEP, SlurmScheduler
 from ddp_tui.remote.slurm.commands import accounting_ids
 from ddp_tui.remote.states import JobState
 

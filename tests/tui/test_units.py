@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
 from textual.app import App, ComposeResult
 
 from ddp_tui.remote.states import JobState
