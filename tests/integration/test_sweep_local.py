@@ -89,6 +89,8 @@ def test_a_bad_sweep_value_is_refused_naming_its_field_and_writes_nothing(tmp_pa
     res = cli(tmp_path, "submit", *SMALL, "--sweep", "lr=0.1,abc", check=False)
     assert res.returncode == 2
     assert "sweep[1] lr" in res.stderr and "abc" in res.stderr
+    res = cli(tmp_path, "submit", *SMALL, *GRID, "--max-concurrent", "0", check=False)
+    assert res.returncode == 2 and "max_concurrent: must be an integer of at least 1" in res.stderr
     assert not (tmp_path / "runs").exists()
 
 

@@ -24,7 +24,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ddp_tui.remote.executor import ExecutorError
-from ddp_tui.remote.history import attempt_record, intent_record, void_record
+from ddp_tui.remote.history import (
+    ARRAY_DIR_KEY,
+    ARRAY_INDEX_KEY,
+    attempt_record,
+    intent_record,
+    void_record,
+)
 from ddp_tui.remote.job_ids import array_master, task_id
 from ddp_tui.remote.plan import SubmitPlan, require_ok
 from ddp_tui.remote.runs import RunRef, RunStore, RunStoreError
@@ -37,10 +43,6 @@ from ddp_tui.remote.submission import (
     record_line,
 )
 from ddp_tui.remote.sweep_plan import ARRAY_SCRIPT, ArrayPlan, SweepPlan
-
-#: The intent and attempt keys that tie a member's line to its array.
-ARRAY_DIR_KEY = "array_dir"
-ARRAY_INDEX_KEY = "array_index"
 
 
 def submit_sweep(

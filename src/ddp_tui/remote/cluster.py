@@ -518,7 +518,7 @@ class Cluster:
         """Cancel every live job of the group's runs: a job array with one call
         (:mod:`ddp_tui.remote.group_control`); returns the ids cancelled."""
         infos = [i for i in self.store.list_runs() if i.group == group]
-        return cancel_group(self.scheduler, self.store, infos)
+        return cancel_group(self.scheduler, infos)
 
     def retry_group(self, group: str) -> GroupRetry:
         """Retry each run of the group that ended without finishing (failed, cancelled,

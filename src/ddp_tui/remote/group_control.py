@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ddp_tui.remote.job_ids import array_master
 from ddp_tui.remote.run_jobs import recorded_ids, statuses
-from ddp_tui.remote.runs import RunInfo, RunStore
+from ddp_tui.remote.runs import RunInfo
 from ddp_tui.remote.scheduler import Scheduler, SchedulerError
 from ddp_tui.remote.states import TERMINAL_STATES, JobState
 
@@ -32,12 +32,13 @@ class GroupRetry:
     skipped: tuple[tuple[str, str], ...]  # (run id, why)
 
 
-def cancel_group(scheduler: Scheduler, store: RunStore, members: Sequence[RunInfo]) -> list[str]:
-    """Cancel every live recorded job of ``members``; returns the ids given to the
-    scheduler (an array's id once for all of its live tasks)."""
+def cancel_group(scheduler: Scheduler, members: Sequence[RunInfo]) -> list[str]:
+    """Cancel every live recorded job of ``members`` (as just listed: their ``jobs.jsonl``
+    read already); returns the ids given to the scheduler (an array's id once for all of
+    its live tasks)."""
     if not members:
         raise SchedulerError("the group has no runs")
-    ids = [j for info in members for j in recorded_ids(store.read_jobs(info.ref))]
+    ids = [j for info in members for j in recorded_ids(info.jobs)]
     live = [j for j, s in statuses(scheduler, ids).items() if s.state.is_active]
     targets: list[str] = []
     for job_id in ids:

@@ -32,6 +32,10 @@ END_EVENT = "end"
 #: token, or closed by a void line (see ddp_tui.remote.run_jobs).
 INTENT_EVENT = "intent"
 VOID_EVENT = "intent_void"
+#: The keys of a job array member's intent and attempt lines: the array's directory (which
+#: its tasks run from) and the member's index in it (docs/job-arrays.md).
+ARRAY_DIR_KEY = "array_dir"
+ARRAY_INDEX_KEY = "array_index"
 #: How long an attempt must stay unknown to both squeue and sacct before it is LOST.
 #: sacct lags the end of a job by seconds; two minutes leaves room for a slow slurmdbd.
 LOST_GRACE_SEC = 120.0

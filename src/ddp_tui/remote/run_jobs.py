@@ -21,7 +21,14 @@ from datetime import datetime
 from typing import Any
 
 from ddp_tui.remote.executor import ExecutorError
-from ddp_tui.remote.history import attempt_record, pending_intents, split_job_lines, void_record
+from ddp_tui.remote.history import (
+    ARRAY_DIR_KEY,
+    ARRAY_INDEX_KEY,
+    attempt_record,
+    pending_intents,
+    split_job_lines,
+    void_record,
+)
 from ddp_tui.remote.job_ids import array_index
 from ddp_tui.remote.run_lock import RunLock
 from ddp_tui.remote.runs import RunInfo, RunRef, RunStore, RunStoreError
@@ -46,7 +53,7 @@ def jobs_of_run(
     found = list(scheduler.jobs_in_dir(ref.path))
     arrays: dict[str, set[int]] = {}
     for r in records:
-        where, index = r.get("array_dir"), r.get("array_index")
+        where, index = r.get(ARRAY_DIR_KEY), r.get(ARRAY_INDEX_KEY)
         if isinstance(where, str) and isinstance(index, int):
             arrays.setdefault(where, set()).add(index)
     for where, indices in arrays.items():

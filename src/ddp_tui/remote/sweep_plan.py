@@ -121,15 +121,13 @@ def plan_sweep(
     (the facade's single-submit plan), then group them into job arrays. Raises
     :class:`ValidationFailed` when the sweep itself is wrong (a bad value, too many
     members); a member the cluster refuses shows as that member's errors."""
-    if max_concurrent is not None and max_concurrent < 1:
-        raise ValidationFailed(
-            [FieldError("max_concurrent", f"must be a number >= 1, got {max_concurrent}")]
-        )
-    limit = max_concurrent if max_concurrent is not None else sweep.max_concurrent
     try:
+        if max_concurrent is not None:  # the caller's limit wins, checked as the sweep's own
+            sweep = replace(sweep, max_concurrent=max_concurrent)
         members = expand_sweep(spec, sweep)
     except SpecError as exc:  # the sweep's own values: nothing is planned
         raise ValidationFailed(exc.errors) from None
+    limit = sweep.max_concurrent
     group = spec.group_key()
     plans = tuple(member_plan(plan_one(m.spec, group), m.index) for m in members)
     arrays: tuple[ArrayPlan, ...] = ()
