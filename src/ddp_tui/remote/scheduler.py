@@ -121,6 +121,15 @@ class Scheduler(ABC):
         """The accounting summary text saved as ``sacct.txt``; empty if none."""
         return ""
 
+    def node_argv(
+        self, job_id: str, host: str, argv: Sequence[str], *, pty: bool = False
+    ) -> list[str]:
+        """The command that runs ``argv`` beside running job ``job_id``'s processes on its
+        node ``host``: a stack dump, a shell. Run it through this scheduler's executor (or,
+        for a shell, as the executor's interactive command). The local scheduler's jobs run
+        where its commands run, so the command is ``argv`` itself."""
+        return list(argv)
+
     def identity(self) -> str:
         """Which scheduler this is, as a key that another machine sharing the runs root
         would not give (e.g. ``slurm:<ClusterName>``): it scopes a LOST verdict.

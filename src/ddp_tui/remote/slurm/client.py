@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ddp_tui.remote.executor import CommandResult, CommandTimeout, Executor, ExecutorError
+from ddp_tui.remote.job_ids import array_index
 from ddp_tui.remote.scheduler import (
     AccountingUnavailable,
     JobStatus,
@@ -32,6 +33,7 @@ from ddp_tui.remote.slurm.commands import (
     sinfo_argv,
     slurm_ids,
     squeue_argv,
+    srun_on_node_argv,
     start_argv,
     version_argv,
 )
@@ -182,6 +184,20 @@ class SlurmScheduler(Scheduler):
     def estimated_start(self, job_id: str) -> str:
         res = self._check(start_argv(job_id), "squeue --start")
         return parse_start(res.stdout)
+
+    def node_argv(
+        self, job_id: str, host: str, argv: Sequence[str], *, pty: bool = False
+    ) -> list[str]:
+        """``srun --jobid --overlap`` onto ``host``. An array task (``1234_5``) is resolved
+        to its own job id first (one ``scontrol show job``): srun names jobs only that way.
+        The profile's Slurm environment (``env``) is put in front, since the caller may
+        run the command itself (a shell)."""
+        if array_index(job_id) is not None:
+            job_id = self.show_job(job_id).get("JobId", job_id)
+        srun = srun_on_node_argv(job_id, host, argv, pty=pty)
+        if self.env:
+            return ["env", *(f"{k}={v}" for k, v in self.env.items()), *srun]
+        return srun
 
     # ---- details
 

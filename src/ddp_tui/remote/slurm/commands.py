@@ -36,6 +36,13 @@ _TOOL_ENV: dict[str, tuple[str, ...]] = {
         "SCONTROL_ALL", "SCONTROL_FEDERATION", "SCONTROL_FUTURE", "SCONTROL_LOCAL",
         "SCONTROL_SIBLING", "SLURM_CONF_OUT", "SLURM_TOPO_LEN",
     ),
+    # Options srun reads from the environment that would change where the task runs.
+    "srun": (
+        "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_NPROCS",
+        "SLURM_NODELIST", "SLURM_EXCLUSIVE", "SLURM_DISTRIBUTION", "SLURM_CPU_BIND",
+        "SLURM_OVERLAP", "SLURM_EXACT", "SLURM_MEM_PER_CPU", "SLURM_MEM_PER_NODE",
+        "SLURM_MEM_PER_GPU", "SLURM_GPUS", "SLURM_TRES_PER_TASK", "SLURM_CPUS_PER_TASK",
+    ),
     # Some of these widen what scancel kills (USER, NAME, STATE...) or make it prompt.
     "scancel": (
         "SCANCEL_ACCOUNT", "SCANCEL_BATCH", "SCANCEL_CTLD", "SCANCEL_FULL", "SCANCEL_HURRY",
@@ -240,6 +247,28 @@ def start_argv(job_id: str) -> list[str]:
         _check_job_id(job_id),
         "--format=%S|%r",
     ]
+
+
+def srun_on_node_argv(
+    job_id: str, host: str, argv: Sequence[str], *, pty: bool = False
+) -> list[str]:
+    """One task on ``host`` inside running job ``job_id`` (a plain job id, not an array
+    task's): ``--overlap`` shares the job's CPUs and memory instead of waiting for free ones,
+    so it works while the job's own steps hold them all; ``--pty`` for an interactive shell."""
+    if not host or host.startswith("-") or "," in host:
+        raise SchedulerError(f"not one node name: {host!r}")
+    srun = [
+        *_env_prefix("srun"),
+        f"--jobid={_check_job_id(job_id)}",
+        "--overlap",
+        f"--nodelist={host}",
+        "--nodes=1",
+        "--ntasks=1",
+        "--quiet",
+    ]
+    if pty:
+        srun.append("--pty")
+    return [*srun, *argv]
 
 
 def show_job_argv(job_id: str) -> list[str]:
