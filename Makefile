@@ -37,7 +37,7 @@ install-test-deps:
 # suite in seconds, before the 15 minutes of tests.
 test: install-test-deps $(STAMP) $(FRAMEWORKS)
 	$(VENV)/bin/lint-imports --no-logo
-	$(PY) -m pytest -ra $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -ra --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 lint: $(STAMP)

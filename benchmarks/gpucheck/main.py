@@ -12,7 +12,8 @@ Steps, in this order (the cheap, decisive ones before ``torch.compile``'s minute
                 the GPU, its epochs read from its output, verify green
 6. oom          a batch too big on purpose: FAILED, and ``why`` says CUDA out of memory
 7. preflight    ``ddp-tui preflight`` over NCCL at world size 1, with its bandwidth table
-8. compile      step 2 again with ``--compile`` on both sides
+8. flight rec.  a real flight recorder dump (NCCL on the GPU) read by ddp-tui's loader
+9. compile      step 2 again with ``--compile`` on both sides
 
 Without CUDA it says "no CUDA device", runs the same harness on the CPU (gloo, a small CNN; the
 out-of-memory job only planned, compile skipped) and exits 0 when that works: CI runs it so,
@@ -28,7 +29,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import detail, environment, jobs, throughput
+from . import detail, environment, flight, jobs, throughput
 from .context import REPO, Context, OutOfTime
 from .report import Report, Step
 
@@ -41,6 +42,7 @@ STEPS = (
     "lightning_job",
     "oom",
     "preflight",
+    "flight_recorder",
     "compile",
 )
 TITLES = {
@@ -52,6 +54,7 @@ TITLES = {
     "lightning_job": "A user's Lightning script (fit, then test) on the GPU",
     "oom": "A real CUDA out-of-memory error",
     "preflight": "Preflight with NCCL at world size 1",
+    "flight_recorder": "A real NCCL flight recorder dump, read by ddp-tui",
     "compile": "Trainer throughput under torch.compile",
 }
 
@@ -133,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             "lightning_job": lambda step: jobs.lightning_job(ctx, step),
             "oom": lambda step: jobs.oom(ctx, step),
             "preflight": lambda step: jobs.preflight(ctx, step),
+            "flight_recorder": lambda step: flight.run(ctx, step, run_id[0] if run_id else None),
             "compile": compile_step,
         }
         for name in args.steps:

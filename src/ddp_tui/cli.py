@@ -44,6 +44,7 @@ SUBCOMMANDS = (
     "diff",
     "advise",
     "preflight",
+    "watch",
 )
 #: The shell's status for a process killed by SIGPIPE (128 + 13).
 EXIT_BROKEN_PIPE = 141
@@ -130,6 +131,9 @@ def _python_check_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from ddp_tui.cli_advise import add_advise_parser
     from ddp_tui.cli_diff import add_diff_parser
+    from ddp_tui.cli_shell import add_shell_parser
+    from ddp_tui.cli_stacks import add_stacks_parser
+    from ddp_tui.cli_watch import add_watch_parser
 
     p = argparse.ArgumentParser(
         prog="ddp-tui", description="Run PyTorch DDP experiments on Slurm clusters."
@@ -242,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_advise_parser(sub)
     add_diff_parser(sub)
+    add_stacks_parser(sub)
+    add_watch_parser(sub)
+    add_shell_parser(sub)
     return p
 
 
@@ -277,6 +284,7 @@ def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command is None:
         return _run_app(args)
+    from ddp_tui.cli_watch import finish_notifications, prepare_notifications
     from ddp_tui.errors import DdpTuiError
     from ddp_tui.remote.executor import ExecutorError
     from ddp_tui.remote.plan import ValidationFailed
@@ -288,6 +296,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except DdpTuiError as exc:  # a profile, a host or a scheduler that cannot be used
         print(f"ddp-tui: {exc}", file=sys.stderr)
         return 2
+    prepare_notifications(cluster, args.command)
     try:
         if args.scheduler == "slurm" and _submits(args):
             try:
@@ -313,6 +322,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"ddp-tui: {exc}", file=sys.stderr)
         return 1
     finally:
+        finish_notifications(cluster)  # the events this command claimed, delivered
         cluster.close()
 
 
@@ -672,6 +682,13 @@ def _cmd_why(cluster: Cluster, args: argparse.Namespace) -> int:
         if view.stall is not None:
             doc["stall"] = view.stall.summary
             lines.append(f"stalled: {view.stall.summary}")
+            saved = cluster.last_stacks(view.run_id)
+            if saved is not None and saved.job_id == view.job_id and saved.stuck_summary:
+                doc["stuck"] = saved.stuck_summary
+                lines.append(f"stuck (stacks of {saved.taken_at}): {saved.stuck_summary}")
+            lines.append(
+                f"where each rank waits: ddp-tui stacks {view.run_id} (key k in Run detail)"
+            )
             lines.append("what to do: look at the last lines (ddp-tui logs RUN), cancel it")
         _print_why(args, doc, lines)
         return 1 if view.stall is not None else 0
@@ -782,6 +799,15 @@ def _cmd_compare(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_stacks(cluster: Cluster, args: argparse.Namespace) -> int:
+    from ddp_tui.cli_stacks import stacks_output
+
+    run_id = resolve_run(cluster, args.run).run_id
+    taken = cluster.stacks(run_id, timeout=args.timeout, py_spy=args.py_spy)
+    sys.stdout.write(stacks_output(taken, as_json=args.json))
+    return 0
+
+
 def _cmd_diff(cluster: Cluster, args: argparse.Namespace) -> int:
     from ddp_tui.cli_diff import diff_text
 
@@ -793,6 +819,12 @@ def _cmd_diff(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_shell(cluster: Cluster, args: argparse.Namespace) -> int:
+    from ddp_tui.cli_shell import run_shell
+
+    return run_shell(cluster, resolve_run(cluster, args.run).run_id, node=args.node)
+
+
 def _cmd_advise(cluster: Cluster, args: argparse.Namespace) -> int:
     from ddp_tui.cli_advise import advice_text
 
@@ -800,6 +832,14 @@ def _cmd_advise(cluster: Cluster, args: argparse.Namespace) -> int:
     advice = cluster.advise(group, threshold=args.threshold, deadline_sec=args.deadline)
     print(advice_text(advice, as_json=args.json), end="")
     return 0
+
+
+def _cmd_watch(cluster: Cluster, args: argparse.Namespace) -> int:
+    from ddp_tui.cli_watch import watch
+
+    return watch(
+        cluster, args.target, resolve=lambda key: resolve_run(cluster, key), interval=args.interval
+    )
 
 
 _COMMANDS = {
@@ -814,7 +854,10 @@ _COMMANDS = {
     "resources": _cmd_resources,
     "compare": _cmd_compare,
     "diff": _cmd_diff,
+    "stacks": _cmd_stacks,
     "advise": _cmd_advise,
+    "watch": _cmd_watch,
+    "shell": _cmd_shell,
 }
 
 

@@ -22,6 +22,9 @@ this machine, with Slurm when ``sbatch`` is found and the embedded scheduler oth
     advisor_threshold = 0.8          # the scaling advice's efficiency floor, above 0 and at most 1
     local_state_dir = "~/.ddp-state" # the local scheduler's job files (default: under
                                      # $XDG_STATE_HOME, else ~/.local/state)
+    notify_command = "ntfy publish --title ddp-tui mytopic"  # run on this machine, with
+                                     # each event as one JSON object on stdin
+    desktop_notify = "auto"          # auto | osc9 | osc777 | off (docs/notifications.md)
 
     [profiles.mycluster.nccl_env]
     NCCL_SOCKET_IFNAME = "ib0"
@@ -60,6 +63,9 @@ __all__ = [
 ]
 
 SCHEDULERS: Final = ("auto", "slurm", "local")
+#: How a desktop notification reaches the terminal: picked by the terminal, OSC 9, OSC 777,
+#: or none (docs/notifications.md).
+DESKTOP_NOTIFY: Final = ("auto", "osc9", "osc777", "off")
 MIN_POLL_INTERVAL_SEC: Final = 2.0
 #: An hour: a slower refresh is a screen that looks frozen, not a setting.
 MAX_POLL_INTERVAL_SEC: Final = 3600.0
@@ -114,6 +120,11 @@ class Profile:
     local_state_dir: str | None = None
     # The efficiency the scaling advice keeps to (``ddp-tui advise --threshold`` overrides).
     advisor_threshold: float = 0.8
+    # A shell command run on this machine for each run end, stall and finished group, with
+    # the event as one JSON object on stdin (empty: none); and the desktop notification's
+    # escape sequence (docs/notifications.md).
+    notify_command: str = ""
+    desktop_notify: str = "auto"
 
     def __post_init__(self) -> None:
         # Admins throttle users who poll squeue faster than every few seconds.
@@ -298,6 +309,12 @@ def _scheduler(v: object) -> str:
     return str(v)
 
 
+def _desktop_notify(v: object) -> str:
+    if v not in DESKTOP_NOTIFY:
+        raise TypeError(f"must be one of {', '.join(DESKTOP_NOTIFY)}")
+    return str(v)
+
+
 def _device(v: object) -> str | None:
     if v is None or v == "":
         return None
@@ -328,6 +345,8 @@ _FIELDS: Final[dict[str, Callable[[object], Any]]] = {
     "check_python": _bool,
     "local_state_dir": _local_path,
     "advisor_threshold": _fraction,
+    "notify_command": _str,
+    "desktop_notify": _desktop_notify,
 }
 #: Directories on this machine that a profile without a host must be able to use.
 _LOCAL_DIRS: Final = ("runs_root", "local_state_dir")

@@ -1,8 +1,9 @@
 """The run-directory files a job writes, shared by the trainer and a user script's wrapper.
 
 ``run.json`` (written whole and atomically, counting attempts), ``metrics.csv``'s columns and
-cell format, ``requeue.request``, the trainer's per-rank ``heartbeats/rank-N.json``, and where
-the resource sampler (``ddp_tui.telemetry``) writes ``telemetry/node-K.jsonl``.
+cell format, ``requeue.request``, the trainer's per-rank ``heartbeats/rank-N.json``, where
+the resource sampler (``ddp_tui.telemetry``) writes ``telemetry/node-K.jsonl``, and each rank's
+signal-triggered stack dump (``stacks/live/``, :func:`register_stack_dump`).
 Standard library only: it is copied into every run as
 ``code/ddp_tui/jobfiles.py`` and imported there by ``ddp_tui.trainer`` and
 ``ddp_tui.scriptrun``, so that the two writers of one contract cannot drift apart
@@ -20,7 +21,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final
@@ -305,3 +306,120 @@ class Heartbeater:
             # ValueError: a path the OS refuses outright (a NUL byte); training goes on.
             return False
         return True
+
+
+# -- every rank's stack on demand (docs/stacks.md) -----------------------------------------
+#: The run directory's folder of stack dumps: ``<time>.json`` (+ ``.txt``) per taking, and
+#: ``live/`` with one file per registered process.
+STACKS_DIR: Final = "stacks"
+#: ``stacks/live/<job key>-<host>-<pid>.txt``: a JSON header line, then faulthandler's dumps.
+STACKS_LIVE_DIR: Final = "stacks/live"
+#: The dump signal is ``SIGRTMIN + STACK_SIGNAL_OFFSET``: a real-time signal, because USR2 is
+#: the pre-timeout signal, USR1 Lightning's requeue (and NCCL's), and no library of a training
+#: job is known to use RTMIN+6. Its default action ends the process, so ddp-tui signals only a
+#: process that provably registered (alive, and holding its own file open at the recorded fd).
+STACK_SIGNAL_OFFSET: Final = 6
+#: Set by a registered process to its pid; a process that finds another pid there was started
+#: by a rank (a spawned DataLoader worker inherits the rank's ``RANK``), so it is no rank itself.
+STACK_OWNER_ENV: Final = "DDP_TUI_STACK_OWNER"
+
+# pid -> (the open dump file, its path): kept open for faulthandler, which writes to its fd
+# from the signal handler; one registration per process.
+_STACK_FILES: dict[int, tuple[Any, Path]] = {}
+
+
+def stack_signal() -> int | None:
+    """The dump signal's number on this platform (None where there are no real-time signals)."""
+    import signal
+
+    base = getattr(signal, "SIGRTMIN", None)
+    return None if base is None else int(base) + STACK_SIGNAL_OFFSET
+
+
+def job_key(env: Mapping[str, str]) -> str:
+    """The job as ddp-tui names it: ``1234_5`` for an array task (ddp-tui's job id for it),
+    else ``SLURM_JOB_ID``; ``nojob`` outside a job."""
+    master, index = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    if master and index:
+        return f"{master}_{index}"
+    return env.get("SLURM_JOB_ID") or "nojob"
+
+
+def stack_file_name(key: str, host: str, pid: int) -> str:
+    """``<job key>-<host>-<pid>.txt``: the live file of one process of one attempt."""
+    return f"{key}-{host}-{pid}.txt"
+
+
+def is_helper_process(env: Mapping[str, str] | None = None) -> bool:
+    """Whether this process was started by a registered rank (it inherited the rank's
+    :data:`STACK_OWNER_ENV`): a DataLoader worker, a subprocess, never a rank itself."""
+    owner = (os.environ if env is None else env).get(STACK_OWNER_ENV)
+    return bool(owner) and owner != str(os.getpid())
+
+
+def register_stack_dump(
+    run_dir: str | os.PathLike[str],
+    *,
+    rank: int | None,
+    local_rank: int | None = None,
+    host: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Path | None:
+    """Make this process dump every thread's Python stack into
+    ``stacks/live/<job key>-<host>-<pid>.txt`` on :func:`stack_signal` (faulthandler, in C:
+    it works while the main thread is stuck in a collective or in C code).
+
+    The file's first line is a JSON header: ``rank``, ``local_rank``, ``host`` (the node's
+    name as Slurm knows it), ``hostname``, ``pid``, ``fd``, ``path`` (as the kernel shows it
+    in ``/proc/PID/fd/FD``), ``signal``, ``main_thread`` (the ident faulthandler prints for
+    it), ``job`` (the job key), ``slurm_job_id``, ``argv`` and ``time``. Idempotent per
+    process; returns the path, or None where it could not register (it never fails the job:
+    a note on stderr).
+    """
+    pid = os.getpid()
+    if pid in _STACK_FILES:
+        return _STACK_FILES[pid][1]
+    env = os.environ if env is None else env
+    sig = stack_signal()
+    if sig is None:
+        return None
+    try:
+        import faulthandler
+        import socket
+        import sys
+        import threading
+
+        hostname = socket.gethostname()
+        node = host or env.get("SLURMD_NODENAME") or hostname
+        key = job_key(env)
+        folder = Path(run_dir) / STACKS_LIVE_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        path = Path(os.path.realpath(folder / stack_file_name(key, node, pid)))
+        handle = open(path, "a", buffering=1)  # noqa: SIM115 - kept open for faulthandler
+        header = {
+            "rank": rank,
+            "local_rank": local_rank,
+            "host": node,
+            "hostname": hostname,
+            "pid": pid,
+            "fd": handle.fileno(),
+            "path": str(path),
+            "signal": sig,
+            "main_thread": threading.main_thread().ident,
+            "job": key,
+            "slurm_job_id": env.get("SLURM_JOB_ID"),
+            "argv": sys.argv[:4],
+            "time": time.time(),
+        }
+        handle.write(json.dumps(header) + "\n")
+        handle.flush()
+        faulthandler.register(sig, file=handle, all_threads=True, chain=False)
+    except Exception as exc:  # a full disk, a platform without it: the job goes on
+        import sys
+
+        sys.stderr.write(f"[ddp-tui] stack dumps off in this process: {exc!r}\n")
+        return None
+    _STACK_FILES[pid] = (handle, path)
+    # What this process starts inherits it, and so knows it is no rank (is_helper_process).
+    os.environ[STACK_OWNER_ENV] = str(pid)
+    return path

@@ -43,6 +43,8 @@ from ddp_tui.remote.plan import (
     require_ok,
     spec_errors,
 )
+from ddp_tui.remote.shells import ShellPlan
+from ddp_tui.remote.stacks import StacksTaken
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.views import Attempt, Check, Progress, RunDetail, RunView, Snapshot
 from ddp_tui.spec import ExperimentSpec, PartitionInfo, Sweep
@@ -554,6 +556,54 @@ class FakeCluster:
 
         self.calls.append(("resources", run_id))
         return self.telemetry.summary if self.telemetry else summarize_samples([])
+
+    def stacks(self, run_id: str, *, timeout: float = 8.0, py_spy: str = "auto") -> StacksTaken:
+        """Two ranks' stacks as faulthandler writes them (a fake: no job runs here)."""
+        from ddp_tui.diagnosis.stacks import parse_process
+        from ddp_tui.diagnosis.stuck import RankProgress, stuck_ranks
+
+        self.calls.append(("stacks", run_id))
+        dump = 'Current thread 0x1 (most recent call first):\n  File "{}", line {} in {}\n'
+        ranks = [
+            parse_process(
+                {"rank": 0, "host": "n1", "pid": 11},
+                "ok",
+                "faulthandler",
+                dump.format(
+                    "/site-packages/torch/distributed/distributed_c10d.py", 2501, "all_reduce"
+                ),
+            ),
+            parse_process(
+                {"rank": 1, "host": "n2", "pid": 12},
+                "ok",
+                "faulthandler",
+                dump.format("/home/u/train.py", 12, "slow_step"),
+            ),
+        ]
+        progress = [RankProgress(0, "n1", 1, 4, 1000.0), RankProgress(1, "n2", 1, 3, 990.0)]
+        stuck = stuck_ranks(progress, ranks, now=1045.0)
+        return StacksTaken(
+            run_id,
+            "1234",
+            "2026-01-02T03:04:05.000Z",
+            0.4,
+            tuple(ranks),
+            tuple(stuck),
+            ("stacks/20260102T030405.000Z.json",),
+        )
+
+    def shell_command(self, run_id: str, node: str | None = None) -> ShellPlan:
+        self.calls.append(("shell_command", (run_id, node)))
+        view = next(v for v in self.runs if v.run_id == run_id)
+        nodes = view.hosts or ("n1",)
+        host = node or nodes[0]
+        where = f"node {host} of job {view.job_id}"
+        argv = ("true",)
+        return ShellPlan(run_id, view.job_id or "", argv, None, where, host, nodes, view.run_dir)
+
+    def open_shell(self, plan: ShellPlan) -> int:
+        self.calls.append(("open_shell", plan))
+        return 0
 
     def compare(self, group: str) -> pd.DataFrame:
         if self.comparison is not None:

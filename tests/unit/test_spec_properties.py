@@ -127,6 +127,8 @@ STRATS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
         st.one_of(st.from_regex(r"\A[0-9]{1,4}([:-][0-9]{1,3}){0,3}\Z"), nasty, wrong_type),
     ),
     "constraint": (st.sampled_from(["", "a100&ib", "[r1*2&r2*2]"]), nasty),
+    "mail_type": (st.sampled_from(["", "END", "END,FAIL", "ALL", "TIME_LIMIT_90"]), nasty),
+    "mail_user": (st.sampled_from(["", "me", "me@example.org"]), nasty),
     "cpus_per_task": (ints(1, 64), st.one_of(ints(-1, 2000), wrong_type)),
     "mem": (st.sampled_from(["", "16G", "0", "500M"]), nasty),
     "epochs": (ints(1, 100), ints(-1, 2)),

@@ -215,7 +215,16 @@ if [ "${{FAKE_MODE:-exit}}" = wait_for_term ]; then
 fi
 exit "${{FAKE_EXIT:-0}}"
 """
-FAKE_PYTHON = FAKE_LAUNCHER.format(name="python", env="py")
+# The job script of an NCCL run asks its python for torch's version (`-c`, the flight recorder's
+# check): the FAKE answers FAKE_TORCH_VERSION (nothing when unset) and records nothing.
+FAKE_TORCH_QUERY = r"""if [ "${1:-}" = -c ]; then
+    if [ -n "${FAKE_TORCH_VERSION:-}" ]; then echo "$FAKE_TORCH_VERSION"; fi
+    exit 0
+fi
+"""
+FAKE_PYTHON = FAKE_LAUNCHER.format(name="python", env="py").replace(
+    "\nprintf", "\n" + FAKE_TORCH_QUERY + "printf", 1
+)
 FAKE_SRUN = FAKE_LAUNCHER.format(name="srun", env="srun")
 FAKE_SCANCEL = r"""#!/bin/bash
 # FAKE scancel for tests: records its arguments.

@@ -7,8 +7,8 @@ The order goes from the most specific to the most general:
    says "DUE TO TIME LIMIT" is the time limit;
 2. a job that never got going (no such Python, a missing module, a refused argument or
    dataset);
-3. the causes a rank dies of (a disk it cannot write, out of memory, rendezvous and network
-   failures, NCCL);
+3. the causes a rank dies of (a disk it cannot write, out of memory), then a hang the NCCL
+   flight recorder's dumps show, then rendezvous and network failures and NCCL's own lines;
 4. what most failures end with (a signal, a Python traceback), last.
 
 A log that no rule recognises gives None: "no diagnosis" is better than a wrong one.
@@ -19,6 +19,7 @@ from __future__ import annotations
 from ddp_tui.diagnosis import (
     rules_crash,
     rules_disk,
+    rules_flight,
     rules_memory,
     rules_network,
     rules_observed,
@@ -45,6 +46,7 @@ RULES: tuple[Rule, ...] = (
     rules_disk.disk_full,  # before the network rules: its peers then lose their connections
     rules_memory.cuda_oom,
     rules_memory.host_oom,
+    rules_flight.collective_hang,  # the dumps name the call and who missed it
     rules_network.address_in_use,
     rules_network.rendezvous,
     rules_network.connection_refused,

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ddp_tui.diagnosis.flight_recorder import FlightReport
 
 #: Bumped whenever the rules change: a diagnosis stored in ``jobs.jsonl`` by an older
 #: version is computed again from the logs instead of being trusted.
-DIAGNOSIS_VERSION = 3
+DIAGNOSIS_VERSION = 4
 #: The most the facade reads of each log for a diagnosis: a tail, so that a 400 MB
 #: ``.out`` costs the same as a small one.
 TAIL_BYTES = 64 * 1024
@@ -37,7 +40,8 @@ class Evidence:
         """``slurm-12.err:57``, or ``slurm-12.err (near the end)`` where the number is unknown."""
         if self.line is not None:
             return f"{self.file}:{self.line}"
-        return self.file if self.file in ("scheduler", "run.json") else f"{self.file} (tail)"
+        whole = self.file in ("scheduler", "run.json") or self.file.startswith("nccl_trace/")
+        return self.file if whole else f"{self.file} (tail)"
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "text": self.text}
@@ -155,6 +159,8 @@ class RunFacts:
     dataset: str = ""
     data_root: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: What the NCCL flight recorder's dumps say, where the run left any (read by the facade).
+    flight: FlightReport | None = None
 
     def logs(self) -> tuple[LogTail, ...]:
         """The tails to search, ``.err`` first: tracebacks land there."""

@@ -14,6 +14,8 @@ from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.remote.group_control import GroupRetry
 from ddp_tui.remote.plan import SubmitPlan
 from ddp_tui.remote.scheduler import PartitionInfo
+from ddp_tui.remote.shells import ShellPlan
+from ddp_tui.remote.stacks import StacksTaken
 from ddp_tui.remote.sweep_plan import SweepPlan
 from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
 from ddp_tui.resources import ResourceSummary
@@ -60,6 +62,12 @@ class ClusterAPI(Protocol):
     def diagnose(self, run_id: str) -> Diagnosis | None: ...
     def estimated_start(self, run_id: str) -> str: ...
     def resources(self, run_id: str) -> ResourceSummary: ...
+    def stacks(self, run_id: str, *, timeout: float = 8.0, py_spy: str = "auto") -> StacksTaken: ...
+
+    # -- a shell where the job runs --
+    def shell_command(self, run_id: str, node: str | None = None) -> ShellPlan: ...
+    def open_shell(self, plan: ShellPlan) -> int:
+        """Called on the main thread with the app suspended (the terminal is the shell's)."""
 
     # -- follow --
     def refresh(self, follow: str | None = None) -> Snapshot: ...

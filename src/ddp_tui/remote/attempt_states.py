@@ -38,6 +38,9 @@ class AttemptStates:
         # to notice when a real end supersedes a LOST verdict.
         self._ended: dict[str, tuple[Mapping[str, Any], JobStatus | None]] = {}
         self._recorded: set[str] = set()  # job ids whose end this process appended
+        #: The end lines the last :meth:`record_ends` appended (job id -> line): the listing
+        #: shows them only from the next refresh; notifications want them now.
+        self.just_recorded: dict[str, Mapping[str, Any]] = {}
         self._missing = MissingJobs(lost_grace_sec)
         self._identity: str | None = None
 
@@ -99,6 +102,7 @@ class AttemptStates:
         root; where that identity cannot be had, the verdict stays in this process.
         Returns an error to show, or None.
         """
+        self.just_recorded = {}
         for info in infos:
             job_id = latest_job_id(info)
             if job_id is None or job_id in self._recorded:
@@ -121,4 +125,5 @@ class AttemptStates:
             except (ExecutorError, OSError) as exc:
                 return f"could not record the end of job {job_id} in {info.run_id}: {exc}"
             self._recorded.add(job_id)
+            self.just_recorded[job_id] = line
         return None

@@ -24,11 +24,13 @@ from ddp_tui.remote.diagnosing import (
     diagnose,
     stall_note,
 )
+from ddp_tui.remote.events import NotifyEvent
 from ddp_tui.remote.executor import Batch, Executor, ExecutorError, ReadResult
 from ddp_tui.remote.followers import FollowPass, MetricsCache, TelemetryCache
 from ddp_tui.remote.following import Following
 from ddp_tui.remote.group_control import GroupRetry, cancel_group, retry_group
 from ddp_tui.remote.history import LOST_GRACE_SEC
+from ddp_tui.remote.notify import Notifier
 from ddp_tui.remote.plan import (
     SubmitPlan,
     make_plan,
@@ -58,6 +60,14 @@ from ddp_tui.remote.scheduler import (
     SchedulerUnavailable,
 )
 from ddp_tui.remote.scripts import prepare_script
+from ddp_tui.remote.shells import ShellPlan, job_status, plan_shell
+from ddp_tui.remote.stacks import (
+    DEFAULT_TIMEOUT_SEC,
+    SavedStacks,
+    StacksTaken,
+    last_saved,
+    take_stacks,
+)
 from ddp_tui.remote.submission import RECOVER_SUBMIT_SEC, create_planned_run, submit_attempt
 from ddp_tui.remote.sweep_plan import SweepPlan, plan_sweep
 from ddp_tui.remote.verification import RunFiles, damage_check, verify_run
@@ -112,6 +122,8 @@ class Cluster:
         if listing_batch:
             self.table.diagnoses_per_refresh = DIAGNOSES_PER_REFRESH
         self._stall_cancelled: set[str] = set()  # job ids cancelled here for a stall
+        #: Claims each run end, stall and finished group once across processes.
+        self.notifier = Notifier(executor, store.root)
         self.following = Following(executor, scheduler, store, self.states, self.table)
         #: Runs' telemetry kept read for Compare and `resources` (new bytes only, each call).
         self.telemetry = TelemetryCache(executor)
@@ -356,13 +368,30 @@ class Cluster:
         self._views = tuple(self.table.view(info) for info in reversed(infos))
         if self.profile.cancel_stalled:
             error = self._cancel_stalled(self._views) or error
+        events: tuple[NotifyEvent, ...] = ()
+        if poll:
+            events, notify_error = self.notifier.after_refresh(
+                infos,
+                self._views,
+                states.just_recorded,
+                scope=states.identity,
+                complete=not self.store.unread,
+            )
+            error = error or notify_error
         detail = None
         if fpass is not None:
             try:
                 detail = self._follow_finish(fpass, result.reads[n:])
             except ExecutorError as exc:
                 error = error or str(exc)
-        return self._snapshot(self._views, error, len(poll_cmds), detail)
+        return self._snapshot(self._views, error, len(poll_cmds), detail, events)
+
+    def take_events(self, *, final: bool = False) -> list[NotifyEvent]:
+        """The events this process claimed since the last call (the CLI delivers them);
+        ``final``: claim the ends still waiting for their diagnosis first (before exit)."""
+        if final:
+            self.notifier.flush()
+        return self.notifier.take()
 
     def _reconcile_intents(self, infos: Sequence[RunInfo]) -> str | None:
         """Adopt the jobs of submitters that died between their intent and their job id
@@ -426,6 +455,7 @@ class Cluster:
         error: str | None,
         calls: int,
         detail: RunDetail | None = None,
+        events: tuple[NotifyEvent, ...] = (),
     ) -> Snapshot:
         return Snapshot(
             detail=detail,
@@ -437,6 +467,7 @@ class Cluster:
             error=error,
             scheduler_calls=calls,
             unread=self.store.unread,
+            events=events,
         )
 
     def follow(self, run_id: str) -> RunDetail:
@@ -470,7 +501,8 @@ class Cluster:
         """Why the run's latest attempt ended as it did, from its logs' tails read now.
 
         None while it may still run, and where no rule recognises what it left (never a
-        guess). One batch: the tails, run.json and the checkpoint's stat.
+        guess). One batch: the tails, run.json, the checkpoint's stat and, for an NCCL run,
+        its ranks' flight recorder dumps (docs/flight-recorder.md).
         """
         info = self._info(run_id)
         status = self.states.end_of(info)
@@ -479,7 +511,7 @@ class Cluster:
             status = self.scheduler.poll([job_id]).get(job_id)
         if status is None or not status.state.is_terminal or info.kind != "train":
             return None
-        reads = DiagnosisReads(info.ref, status.job_id)
+        reads = DiagnosisReads(info.ref, status.job_id, spec=self.table.spec_of(info))
         readers = reads.readers()
         result = self.executor.run_batch(Batch(reads=[r.request() for r in readers]))
         for reader, res in zip(readers, result.reads, strict=True):
@@ -497,6 +529,43 @@ class Cluster:
         batch of reads; an empty summary where it wrote none)."""
         info = self._info(run_id)
         return self.telemetry.readers(info.ref, spec_nodes(info.spec)).accumulator.summary()
+
+    # -- a shell where the job runs ----------------------------------------------------
+
+    def shell_command(self, run_id: str, node: str | None = None) -> ShellPlan:
+        """Where a shell beside the run's job opens (its first node, or ``node``) and with
+        which command; :class:`ShellUnavailable` says why none can (see
+        :mod:`ddp_tui.remote.shells`). One poll of the job."""
+        info = self._info(run_id)
+        status = job_status(info, self.states, self.scheduler)
+        via = self.executor.description if self.executor.description != "local" else None
+        return plan_shell(info, status, self.scheduler, node=node, via=via)
+
+    def open_shell(self, plan: ShellPlan) -> int:
+        """Run ``plan``'s shell on the user's terminal until it exits; its exit status. The
+        caller frees the terminal first (the app suspends) and calls from the main thread."""
+        return self.executor.interactive(plan.argv, cwd=plan.cwd)
+
+    # -- every rank's stack --------------------------------------------------------------
+
+    def stacks(
+        self, run_id: str, *, timeout: float = DEFAULT_TIMEOUT_SEC, py_spy: str = "auto"
+    ) -> StacksTaken:
+        """Every rank's Python stack of the run's running job, grouped, with which ranks
+        are behind; saved under the run's ``stacks/`` (:mod:`ddp_tui.remote.stacks`)."""
+        info = self._info(run_id)
+        return take_stacks(
+            self.executor,
+            self.scheduler,
+            info.ref,
+            latest_job_id(info),
+            timeout=timeout,
+            py_spy=py_spy,
+        )
+
+    def last_stacks(self, run_id: str) -> SavedStacks | None:
+        """The newest stacks saved in the run, if any were taken."""
+        return last_saved(self.executor, self._info(run_id).ref)
 
     # -- control ------------------------------------------------------------------------
 

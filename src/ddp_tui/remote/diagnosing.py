@@ -7,6 +7,9 @@ refresh's one batch, and turns the answers into :class:`~ddp_tui.diagnosis.RunFa
 - an ended attempt: the last :data:`~ddp_tui.diagnosis.TAIL_BYTES` of its ``.out`` and
   ``.err``, ``run.json``, whether ``checkpoints/latest.pt`` exists, and the note ddp-tui
   leaves when it cancels a stalled job itself (:data:`STALL_FILE`);
+- an ended NCCL attempt also: its ranks' flight recorder dumps,
+  ``nccl_trace/<job id>/rank_<N>`` (:class:`FlightReads`: the first :data:`MAX_DUMP_RANKS`
+  ranks, at most :data:`DUMP_BUDGET` bytes in all; a missing dump costs a failed open);
 - a running attempt: only the sizes and times of its logs, ``progress.jsonl`` and the
   ``heartbeats/`` directory (whose time moves with every rank's beat), never their bytes.
 """
@@ -18,6 +21,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddp_tui.diagnosis import TAIL_BYTES, Diagnosis, Evidence, LogTail, RunFacts
+from ddp_tui.diagnosis.flight_recorder import (
+    Dump,
+    FlightDumpError,
+    FlightReport,
+    analyse,
+    dump_path,
+    load_dump,
+)
 from ddp_tui.diagnosis.stall import Heartbeat, Stall, stall_of
 from ddp_tui.jobfiles import HEARTBEAT_DIR
 from ddp_tui.remote.executor import FileRead, FileStat, ReadResult
@@ -73,10 +84,91 @@ class TailRead:
             self.tail = LogTail.of(self.name, result.data, whole=whole)
 
 
+#: The most ranks whose flight recorder dumps one diagnosis reads (the first ones), and the
+#: most bytes of dumps in all. torch 2.15 writes about 320 KB for a full buffer of 2,000
+#: entries with 16 frames each (measured), so 64 ranks fit.
+MAX_DUMP_RANKS = 64
+DUMP_BUDGET = 32 * 1024 * 1024
+#: Each dump may use its share of the budget, within these bounds.
+MIN_DUMP_BYTES = 512 * 1024
+MAX_DUMP_BYTES = 8 * 1024 * 1024
+
+
+def flight_ranks(spec: ExperimentSpec) -> int:
+    """How many ranks' flight recorder dumps a diagnosis of ``spec``'s run looks for: its
+    world size for an NCCL run (the job script turns the recorder on), else none."""
+    return min(spec.world_size, MAX_DUMP_RANKS) if spec.backend == "nccl" else 0
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
+class DumpRead:
+    """One rank's flight recorder dump, loaded (never unpickling anything but plain values)."""
+
+    needs_reread = False
+
+    def __init__(self, ref: RunRef, job_id: str, rank: int, max_bytes: int) -> None:
+        self.rank = rank
+        self.name = dump_path(job_id, rank)
+        self.path = ref.file(self.name)
+        self.max_bytes = max_bytes
+        self.dump: Dump | None = None
+        self.error = ""
+        self.done = False
+
+    def request(self) -> FileRead:
+        return FileRead(self.path, max_bytes=self.max_bytes)
+
+    def read_new(self, result: ReadResult) -> None:
+        self.done = True
+        if result.stat is None:
+            self.error = f"{self.name}: {result.error}" if result.error else ""
+            return  # no dump: the rank wrote none
+        if result.stat.size > len(result.data):
+            self.error = (
+                f"{self.name}: {_mib(result.stat.size)}, more than the {_mib(self.max_bytes)} "
+                "ddp-tui reads of one dump; read it with torchfrtrace"
+            )
+            return
+        try:
+            self.dump = load_dump(result.data, rank=self.rank, name=self.name)
+        except FlightDumpError as exc:
+            self.error = str(exc)
+
+
+class FlightReads:
+    """The first ranks' flight recorder dumps of one attempt, each within its share of
+    :data:`DUMP_BUDGET`."""
+
+    def __init__(self, ref: RunRef, job_id: str, ranks: int, world_size: int) -> None:
+        self.world_size = world_size
+        share = DUMP_BUDGET // max(1, ranks)
+        cap = max(MIN_DUMP_BYTES, min(MAX_DUMP_BYTES, share))
+        self.dumps = [DumpRead(ref, job_id, r, cap) for r in range(ranks)]
+
+    def readers(self) -> list[Feedable]:
+        return list(self.dumps)
+
+    def report(self) -> FlightReport | None:
+        """The dumps' analysis; None where no rank left one (or they were not read)."""
+        found = {d.rank: d.dump for d in self.dumps if d.dump is not None}
+        bad = {d.rank: d.error for d in self.dumps if d.error}
+        if not found and not bad:
+            return None
+        return analyse(
+            found,
+            world_size=self.world_size,
+            unreadable=bad,
+            looked_for=[d.rank for d in self.dumps],
+        )
+
+
 class DiagnosisReads:
     """What diagnosing one ended attempt reads, in one batch."""
 
-    def __init__(self, ref: RunRef, job_id: str) -> None:
+    def __init__(self, ref: RunRef, job_id: str, *, spec: ExperimentSpec | None = None) -> None:
         self.job_id = job_id
         out, err = attempt_logs(job_id)
         self.out = TailRead(ref.file(out), out)
@@ -84,9 +176,15 @@ class DiagnosisReads:
         self.run_json = JsonFileReader(ref.file(RUN_JSON))
         self.checkpoint = StatRead(ref.file(CHECKPOINT_FILE))
         self.stall_note = JsonFileReader(ref.file(STALL_FILE))
+        ranks = flight_ranks(spec) if spec is not None else 0
+        self.flight = (
+            FlightReads(ref, job_id, ranks, spec.world_size) if spec is not None and ranks else None
+        )
 
     def readers(self) -> list[Feedable]:
-        return [self.out, self.err, self.run_json, self.checkpoint, self.stall_note]
+        found: list[Feedable] = [self.out, self.err, self.run_json, self.checkpoint]
+        found.append(self.stall_note)
+        return found + (self.flight.readers() if self.flight is not None else [])
 
     @property
     def done(self) -> bool:
@@ -121,6 +219,7 @@ def facts_of(spec: ExperimentSpec, status: JobStatus, reads: DiagnosisReads) -> 
         python=spec.python,
         dataset=spec.dataset,
         data_root=spec.data_root,
+        flight=reads.flight.report() if reads.flight is not None else None,
     )
 
 
@@ -132,7 +231,8 @@ def diagnose(spec: ExperimentSpec, status: JobStatus, reads: DiagnosisReads) -> 
         and note is not None
         and str(note.get("job_id")) == status.job_id
     ):
-        return stall_cancel_diagnosis(note)
+        flight = reads.flight.report() if reads.flight is not None else None
+        return stall_cancel_diagnosis(note, nccl=spec.backend == "nccl", flight=flight)
     from ddp_tui.diagnosis.classifier import classify  # its rules load on first use
 
     return classify(facts_of(spec, status, reads))
@@ -144,16 +244,30 @@ def stall_note(job_id: str, stall: Stall) -> bytes:
     return (json.dumps(doc) + "\n").encode()
 
 
-def stall_cancel_diagnosis(note: Mapping[str, Any]) -> Diagnosis:
+def stall_cancel_diagnosis(
+    note: Mapping[str, Any], *, nccl: bool = False, flight: FlightReport | None = None
+) -> Diagnosis:
     summary = str(note.get("summary", ""))
     minutes = round(float(note.get("quiet_sec", 0) or 0) / 60)
+    cause = f"ddp-tui cancelled the job after it stalled: {summary}"
+    advice = (
+        "Look at the last lines of the logs and at the silent ranks; a rank stuck in "
+        "a collective usually waits for one that crashed or hangs in data loading. "
+        "Set NCCL_DEBUG=INFO to see where a collective waits."
+    )
+    if flight is not None and flight.hangs:
+        cause += f". The NCCL flight recorder's dumps: {flight.hangs[0].sentence}"
+    elif nccl:
+        advice += (
+            " The NCCL flight recorder dumps (nccl_trace/) only when a collective times out "
+            "(the process group's timeout), never on a cancel: a stall shorter than that "
+            "timeout leaves none."
+        )
     return Diagnosis(
         code="stalled",
         short=f"stalled {minutes} min, cancelled",
-        cause=f"ddp-tui cancelled the job after it stalled: {summary}",
-        advice="Look at the last lines of the logs and at the silent ranks; a rank stuck in "
-        "a collective usually waits for one that crashed or hangs in data loading. "
-        "Set NCCL_DEBUG=INFO to see where a collective waits.",
+        cause=cause,
+        advice=advice,
         evidence=(Evidence(STALL_FILE, None, summary),),
     )
 

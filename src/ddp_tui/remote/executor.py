@@ -221,6 +221,12 @@ class Executor(ABC):
             reads.append(ReadResult(req, data, st))
         return BatchResult(results, reads)
 
+    def interactive(self, argv: Sequence[str], *, cwd: str | None = None) -> int:
+        """Run ``argv`` (never a shell string) in ``cwd`` with the user's terminal: a
+        shell. It reads the keys and draws on the screen until it exits; returns its exit
+        status. Call it from the main thread, with the terminal free (the app suspended)."""
+        raise ExecutorError(f"{self.description}: no interactive commands here")
+
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op locally
         """Release connections."""
 
@@ -275,6 +281,13 @@ class LocalExecutor(Executor):
             proc.stdout.decode("utf-8", "replace"),
             proc.stderr.decode("utf-8", "replace"),
         )
+
+    def interactive(self, argv: Sequence[str], *, cwd: str | None = None) -> int:
+        """A process of this machine on this process's terminal (see
+        :func:`ddp_tui.remote.terminal.run_on_terminal`)."""
+        from ddp_tui.remote.terminal import run_on_terminal
+
+        return run_on_terminal(argv, cwd=cwd)
 
     def read_range(self, path: str, offset: int = 0, max_bytes: int | None = None) -> bytes:
         with open(path, "rb") as fh:

@@ -110,7 +110,7 @@ class RunTable:
             if final is not None:
                 self._activity.pop(info.run_id, None)
                 if self._wants_diagnosis(info, final):
-                    reads = DiagnosisReads(info.ref, final.job_id)
+                    reads = DiagnosisReads(info.ref, final.job_id, spec=self.spec_of(info))
                     clean = final.state is JobState.COMPLETED and not final.exit_code
                     if clean and self.spec_of(info).entry != "script":
                         # A clean end of the trainer needs no logs: the rules say "completed"

@@ -14,6 +14,7 @@ from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.diagnosis.pending import pending_reason
 from ddp_tui.diagnosis.stall import Heartbeat, Stall
 from ddp_tui.preflight_report import PreflightSummary
+from ddp_tui.remote.events import NotifyEvent
 from ddp_tui.remote.run_damage import DAMAGED, Damage
 from ddp_tui.remote.states import JobState
 from ddp_tui.remote.tail import PlotSeries, plot_sample
@@ -149,6 +150,8 @@ class Snapshot:
     scheduler_calls: int = 0
     detail: RunDetail | None = None  # the followed run's news, when refresh(follow=...)
     unread: int = 0  # older runs not read yet: refresh again soon to see them
+    #: The events this process claimed in this refresh, to deliver (remote/notify.py).
+    events: tuple[NotifyEvent, ...] = ()
 
     @property
     def stalled(self) -> int:

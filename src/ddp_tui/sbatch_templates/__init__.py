@@ -219,10 +219,10 @@ def sbatch_directives(
     }
     if s.device == "cuda":
         opts["gres"] = f"gpu:{s.gpus_per_node}"
-    for name in ("partition", "account", "qos", "constraint", "mem"):
+    for name in ("partition", "account", "qos", "constraint", "mem", "mail_type", "mail_user"):
         value = getattr(s, name)
-        if value:
-            opts[name] = value
+        if value:  # only when set: a spec without them renders as before
+            opts[name.replace("_", "-")] = value
     if signal and s.signal_lead_sec > 0:
         # B: signals only the batch shell, which forwards SIGTERM to the launcher.
         opts["signal"] = f"B:USR2@{s.signal_lead_sec}"
@@ -274,6 +274,8 @@ def _context(
         "arg_lines": _arg_lines(args),
         "requeue": requeue,
         "telemetry_sec": telemetry_sec,
+        # NCCL training turns on PyTorch's flight recorder (docs/flight-recorder.md).
+        "flight_recorder": s.backend == "nccl" and title == "training",
         "omp_threads": s.omp_threads,
         "nccl_env": list(s.nccl_env),
         "env_setup": list(s.env_setup),

@@ -31,6 +31,9 @@ from ddp_tui.spec.vocabulary import (
     LABEL_FIELDS,
     LAUNCHERS,
     LR_SCALINGS,
+    MAIL_TYPE_PATTERN,
+    MAIL_TYPES,
+    MAIL_USER_PATTERN,
     MAX_NODES,
     MAX_PROCS_PER_NODE,
     MEM_PATTERN,
@@ -612,6 +615,32 @@ class ExperimentSpec:
         check="nccl_env",
         max_len=4096,
         hint="NAME=value ...",
+    )
+    mail_type: str = describe(
+        "",
+        SECTION_ENV,
+        "Mail type",
+        "when Slurm itself mails you about the job (sbatch --mail-type): one or several of "
+        + ", ".join(MAIL_TYPES)
+        + ", comma-separated",
+        empty="no mail",
+        syntax="TYPES",
+        pattern=MAIL_TYPE_PATTERN,
+        pattern_words="Slurm mail types, comma-separated, from " + ", ".join(MAIL_TYPES),
+        max_len=256,
+        hint="e.g. END,FAIL; empty: no mail",
+    )
+    mail_user: str = describe(
+        "",
+        SECTION_ENV,
+        "Mail to",
+        "who Slurm mails (sbatch --mail-user): an address, or a user name",
+        empty="the submitting user",
+        syntax="ADDRESS",
+        pattern=MAIL_USER_PATTERN,
+        pattern_words="an e-mail address (name@host.domain) or a user name, without spaces",
+        max_len=254,
+        hint="e.g. me@example.org",
     )
 
     def __post_init__(self) -> None:

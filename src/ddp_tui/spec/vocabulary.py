@@ -97,4 +97,24 @@ WORD_PATTERN: Final = r"[A-Za-z0-9_.-]+"
 PARTITION_PATTERN: Final = rf"{WORD_PATTERN}(,{WORD_PATTERN})*"
 CONSTRAINT_PATTERN: Final = r"[A-Za-z0-9_.&|,*\[\]():!-]+"
 MEM_PATTERN: Final = r"0|[1-9][0-9]{0,8}[KMGT]?"
+#: Slurm's --mail-type values (sbatch(1)); a job asks for one or several, comma-separated.
+MAIL_TYPES: Final = (
+    "NONE",
+    "BEGIN",
+    "END",
+    "FAIL",
+    "REQUEUE",
+    "ALL",
+    "INVALID_DEPEND",
+    "STAGE_OUT",
+    "TIME_LIMIT",
+    "TIME_LIMIT_90",
+    "TIME_LIMIT_80",
+    "TIME_LIMIT_50",
+    "ARRAY_TASKS",
+)
+_MAIL_TYPE: Final = "(?:" + "|".join(sorted(MAIL_TYPES, key=len, reverse=True)) + ")"
+MAIL_TYPE_PATTERN: Final = rf"{_MAIL_TYPE}(,{_MAIL_TYPE})*"
+#: A user name or an e-mail address: nothing a #SBATCH line would have to quote.
+MAIL_USER_PATTERN: Final = r"[A-Za-z0-9._%+-]+(@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*)?"
 SHAPE_PATTERN: Final = r"[1-9][0-9]{0,3}(,[1-9][0-9]{0,3}){0,2}"

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from ddp_tui.jobfiles import STEP_TIMES_FILE, RunWriteError
+from ddp_tui.jobfiles import STEP_TIMES_FILE, RunWriteError, register_stack_dump
 
 from . import EXIT_OK, EXIT_REQUEUE
 from .args import BUILTIN_MODELS, TrainConfig
@@ -691,6 +691,8 @@ def run(cfg: TrainConfig, stop: StopSignal) -> int:
         env = detect()
     except ValueError as exc:
         raise UsageError("environment", str(exc)) from None
+    # Before the rendezvous, so that a rank that hangs in it can show where (docs/stacks.md).
+    register_stack_dump(cfg.run_dir, rank=env.rank, local_rank=env.local_rank)
     if cfg.model not in BUILTIN_MODELS and ":" not in cfg.model:
         check_model_name(cfg.model)  # before the rendezvous, so every rank fails fast alike
     world = init_world(env, cfg.backend, cfg.timeout_sec)

@@ -24,12 +24,14 @@ from ddp_tui.tui.messages import (
     ActionDone,
     Connected,
     ConnectFailed,
+    EventsClaimed,
     Notice,
     RefreshFailed,
     RequestFailed,
     SnapshotReady,
     Submitted,
 )
+from ddp_tui.tui.notifications import AppNotifications
 from ddp_tui.tui.pacing import DEFAULT_INTERVAL, MIN_INTERVAL, sleep_unless_cancelled
 from ddp_tui.tui.prompter import TuiPrompter
 
@@ -86,6 +88,8 @@ class DdpTuiApp(App[None]):
         self.prompter = TuiPrompter(self)
         self.partitions: list[PartitionInfo] = []
         self._pending_selection: str | None = None
+        #: Delivers the notification events this app instance claimed.
+        self.notifications = AppNotifications(self, profile)
 
     @property
     def cluster(self) -> ClusterAPI | None:
@@ -190,6 +194,10 @@ class DdpTuiApp(App[None]):
             error=snapshot.error,
             stalled=snapshot.stalled,
         )
+
+    @on(EventsClaimed)
+    def _events_claimed(self, message: EventsClaimed) -> None:
+        self.notifications.deliver(message.events)
 
     @on(RefreshFailed)
     def _refresh_failed(self, message: RefreshFailed) -> None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 from ddp_tui.tui.formatting import describe_error, failure_title
 from ddp_tui.tui.messages import (
     DetailReady,
+    EventsClaimed,
     FollowFailed,
     RefreshFailed,
     RequestFailed,
@@ -243,6 +244,8 @@ class ClusterIO:
             active = any(run.state.is_active for run in snapshot.runs)
             unread = snapshot.unread
             self._snapshot = snapshot
+            if snapshot.events:  # before the snapshot, which may coalesce with the next
+                self._app.post_message(EventsClaimed(snapshot.events))
             self._app.post_message(SnapshotReady(snapshot))
             self._followed_in(snapshot, follow)
         delay = poll_delay(self.refresh_interval, failures, active)

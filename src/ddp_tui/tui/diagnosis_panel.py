@@ -17,6 +17,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ddp_tui.remote.states import JobState
+from ddp_tui.tui.stacks_view import STACKS_KEY
 
 if TYPE_CHECKING:
     from ddp_tui.diagnosis import Diagnosis, Evidence
@@ -141,7 +142,9 @@ def stall_text(
     for label, line in last_lines:
         text.append(f"\n   {label} ", style="cyan")
         text.append(_cut(line), style="dim")
-    text.append(f"\n {CANCEL_KEY}", style="bold cyan")
+    text.append(f"\n {STACKS_KEY}", style="bold cyan")
+    text.append(" shows where each rank waits (every rank's stack), ", style="dim")
+    text.append(CANCEL_KEY, style="bold cyan")
     text.append(" cancels the run (asks first)", style="dim")
     return text
 

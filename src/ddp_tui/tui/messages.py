@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ddp_tui.advisor import Advice
     from ddp_tui.diagnosis import Diagnosis
     from ddp_tui.remote.api import ClusterAPI
+    from ddp_tui.remote.events import NotifyEvent
     from ddp_tui.remote.plan import SubmitPlan
     from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
     from ddp_tui.spec import FieldError
@@ -47,6 +48,14 @@ class SnapshotReady(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SnapshotReady)
+
+
+@dataclass
+class EventsClaimed(Message):
+    """A refresh claimed notification events for this process to deliver. Never coalesced
+    (unlike :class:`SnapshotReady`): each event is delivered by exactly one process."""
+
+    events: tuple[NotifyEvent, ...]
 
 
 @dataclass

@@ -38,6 +38,7 @@ from ddp_tui.remote.ssh.commands import Remote
 from ddp_tui.remote.ssh.config import SSHConfigFile
 from ddp_tui.remote.ssh.files import Transfer, sftp_call
 from ddp_tui.remote.ssh.hostkeys import HostKeyPolicy
+from ddp_tui.remote.ssh.interactive import remote_command, run_interactive
 from ddp_tui.remote.ssh.transport import Link, open_link
 
 # paramiko logs socket errors at ERROR level; without a handler anywhere, Python's
@@ -343,6 +344,12 @@ class SSHExecutor(Executor):
     def run_batch(self, batch: Batch, *, timeout: float = 60.0) -> BatchResult:
         """Every command and read of ``batch`` in one round trip (see Remote.run_batch)."""
         return self._remote.run_batch(batch, timeout=timeout)
+
+    def interactive(self, argv: Sequence[str], *, cwd: str | None = None) -> int:
+        """``argv`` on a pty of its own on this connection, bridged to the user's terminal
+        (see :mod:`ddp_tui.remote.ssh.interactive`); the remote exit status."""
+        command = remote_command(argv, cwd=self.expand_home(cwd) if cwd is not None else None)
+        return run_interactive(self._ensure(), command, label=argv[0])
 
     def _sftp_call(self, what: str, call: Callable[[paramiko.SFTPClient], T]) -> T:
         """The one door of every SFTP operation (Transfer calls it)."""

@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from ddp_tui.jobfiles import is_helper_process, register_stack_dump
+
 from .journal import Journal
 from .state import Observer
 
@@ -55,9 +57,19 @@ def _patch_c10d(module: ModuleType) -> None:
                 socket.gethostname(),
             ),
         )
+        # A process that forms a group is a rank, even one no launcher named (mp.spawn).
+        obs.guard("stacks", lambda: register_stacks(int(module.get_rank()), _env_int("LOCAL_RANK")))
         return result
 
     setattr(module, "init_process_group", init_process_group)  # noqa: B010 (a module of torch)
+
+
+def register_stacks(rank: int | None, local_rank: int | None) -> None:
+    """Let ddp-tui take this rank's stack on demand (docs/stacks.md): a rank only, never a
+    process a rank started (a DataLoader worker inherits its ``RANK``)."""
+    run_dir = os.environ.get("DDP_TUI_RUN_DIR")
+    if run_dir and rank is not None and not is_helper_process():
+        register_stack_dump(run_dir, rank=rank, local_rank=local_rank)
 
 
 def _env_int(name: str) -> int | None:
@@ -212,3 +224,6 @@ def install() -> None:
     """Start observing this process (idempotent)."""
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
+    # A launcher's rank (torchrun, srun) is known now; a process without one (a launcher
+    # such as mp.spawn's parent) registers only if it forms a group.
+    register_stacks(_env_int("RANK"), _env_int("LOCAL_RANK"))

@@ -38,6 +38,8 @@ from ddp_tui.tui.modals import checks_text
 from ddp_tui.tui.resources_pane import ResourcesPane
 from ddp_tui.tui.run_summary import METRIC_COLUMNS, metric_cell, progress_text, summary_text
 from ddp_tui.tui.screens.base import RUN_ACTION_BINDINGS, BaseScreen
+from ddp_tui.tui.shell_launch import NodeChooser, ShellPlanned, run_shell
+from ddp_tui.tui.stacks_view import StacksReady, StacksScreen
 
 if TYPE_CHECKING:
     from ddp_tui.diagnosis import Evidence
@@ -70,6 +72,8 @@ class DetailScreen(BaseScreen):
         Binding("g", "evidence", "Evidence"),
         Binding("t", "estimate", "Est. start"),
         Binding("d", "diagnose", "Diagnose", show=False),
+        Binding("s", "shell", "Shell", show=False),
+        Binding("k", "stacks", "Stacks", show=False),
     ]
 
     def __init__(self, run_id: str, *, follow_interval: float = FOLLOW_INTERVAL) -> None:
@@ -434,3 +438,40 @@ class DetailScreen(BaseScreen):
 
     def action_diagnose(self) -> None:
         self.diagnose()
+
+    def action_shell(self, node: str | None = None) -> None:
+        """A shell where the job runs (docs/shell.md): planned on the I/O thread, then
+        :meth:`_shell_planned` picks a node if the job has several, and opens it."""
+        run_id, chosen = self.run_id, node is not None
+        self.ask(
+            "Shell",
+            lambda cluster: cluster.shell_command(run_id, node),
+            lambda plan: ShellPlanned(plan, chosen),
+            key=("shell", run_id),
+        )
+
+    @on(ShellPlanned)
+    def _shell_planned(self, message: ShellPlanned) -> None:
+        plan = message.plan
+        if len(plan.nodes) > 1 and not message.chosen:
+            self.app.push_screen(NodeChooser(plan), self._node_chosen)
+            return
+        run_shell(self.app, self.ddp_app.cluster, plan)
+
+    def _node_chosen(self, node: str | None) -> None:
+        if node is not None:
+            self.action_shell(node)
+
+    def action_stacks(self) -> None:
+        """Every rank's stack (docs/stacks.md), taken on the I/O thread, then shown."""
+        run_id = self.run_id
+        self.ask(
+            "Stacks",
+            lambda cluster: cluster.stacks(run_id),
+            StacksReady,
+            key=("stacks", run_id),
+        )
+
+    @on(StacksReady)
+    def _stacks_ready(self, message: StacksReady) -> None:
+        self.app.push_screen(StacksScreen(message.taken))

@@ -55,6 +55,8 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("g", "diagnosis: show its evidence line in the log (again: the next)"),
             ("d", "diagnose the ended run again from its logs"),
             ("t", "pending run: ask the scheduler for its estimated start"),
+            ("s", "running job: a shell on its node, in the run directory (exit returns)"),
+            ("k", "running job: every rank's stack, grouped, and which ranks are stuck"),
             ("c r e v", "cancel (a stalled run too), retry, edit, verify"),
             ("esc", "back"),
         ),

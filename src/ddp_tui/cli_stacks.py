@@ -1,0 +1,55 @@
+"""``ddp-tui stacks RUN``: every rank's Python stack of a running job, grouped, and saved.
+
+Apart from ``cli.py`` for length only: ``cli.py`` finds the run (an id, a prefix or a job id)
+and prints what :func:`stacks_output` returns for the facade's
+:class:`~ddp_tui.remote.stacks.StacksTaken` (docs/stacks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from ddp_tui.text import strict_json
+
+if TYPE_CHECKING:
+    from ddp_tui.remote.stacks import StacksTaken
+
+#: The deadline of the whole taking, seconds, unless ``--timeout`` says otherwise.
+DEFAULT_TIMEOUT_SEC = 8.0
+
+
+def add_stacks_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``stacks`` subcommand's parser."""
+    s = sub.add_parser(
+        "stacks",
+        help="every rank's Python stack of a running job, ranks at the same frames grouped, "
+        "and which ranks are behind; saved in the run directory under stacks/",
+    )
+    s.add_argument("run", help="run id, a unique prefix of one, or a job id")
+    s.add_argument("--json", action="store_true", help="print the stacks as JSON")
+    s.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_SEC,
+        metavar="SEC",
+        help=f"give up on ranks that have not answered after SEC seconds "
+        f"(default {DEFAULT_TIMEOUT_SEC:g})",
+    )
+    s.add_argument(
+        "--py-spy",
+        choices=("auto", "never"),
+        default="auto",
+        help="auto: use py-spy where a node has it on its PATH (native frames too, nothing "
+        "asked of the rank), else the rank's own faulthandler dump; never: always the dump",
+    )
+
+
+def stacks_output(taken: StacksTaken, *, as_json: bool = False) -> str:
+    """What ``ddp-tui stacks`` prints: the text copy it saved, or its JSON."""
+    if as_json:
+        return strict_json(taken.to_dict()) + "\n"
+    text = taken.text()
+    if taken.saved:
+        text += "\nsaved: " + ", ".join(taken.saved) + "\n"
+    return text
