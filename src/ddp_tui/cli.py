@@ -669,6 +669,10 @@ def _cmd_why(cluster: Cluster, args: argparse.Namespace) -> int:
         head += f", exit {view.exit_code}"
     if view.damage:
         return _why_damaged(args, view, head)
+    if view.state is JobState.RUNNING and view.stall is None:
+        # A stall is judged from the activity files' times, which a refresh reads only for
+        # runs its previous poll found running; this process learned that in its first one.
+        view = next((v for v in cluster.refresh().runs if v.run_id == view.run_id), view)
     if view.state.is_active:
         doc: dict[str, object] = {"run_id": view.run_id, "state": view.state.value}
         lines = [head]

@@ -243,6 +243,11 @@ def test_a_held_trainer_is_stalled_with_its_silent_ranks_named_and_not_cancelled
     assert all(r.host and r.quiet_sec is not None for r in silent.values()), detail.stall
     assert "rank" in detail.stall.summary, detail.stall.summary
     assert cluster.diagnose(run.run_id) is None  # running: nothing has ended to diagnose
+    # A fresh process (`ddp-tui why`) finds the stall too, and offers every rank's stack.
+    stall_profile = f'[profiles.local]\nscheduler = "local"\nstall_after_min = {STALL_AFTER_MIN}\n'
+    res = cli(tmp_path, "why", run.run_id, check=False, config=stall_profile)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "stalled:" in res.stdout and f"ddp-tui stacks {run.run_id}" in res.stdout, res.stdout
 
     hold.release()
     done = wait_state(cluster, run.run_id, *ENDED, timeout=240)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.stacks import StacksTaken
 from ddp_tui.remote.states import JobState
+from ddp_tui.remote.views import RunView
 from tests.integration.story import tiny_script_spec, wait_state
 from tests.integration.test_cli import cli
 
@@ -32,6 +34,20 @@ def wait_file(path: Path, cluster: Cluster, run_id: str, timeout: float = 180.0)
             err = cluster.follow(run_id).err_lines[-30:]
             raise AssertionError(f"{path} never appeared; stderr: {err}")
         time.sleep(0.2)
+
+
+def submit_hang(tmp_path: Path, **profile: Any) -> tuple[Cluster, RunView, Path]:
+    """The hung 2-rank script on the local scheduler (the CLI's state dir, so `ddp-tui`
+    sees it); returns the facade, the run, and the file that releases rank 1."""
+    cluster = Cluster.open(
+        Profile(scheduler="local", runs_root=str(tmp_path / "runs"), **profile),
+        local_state_dir=str(tmp_path / "state" / "ddp-tui" / "local"),
+    )
+    release = tmp_path / "release"
+    spec = tiny_script_spec(
+        "hang_ddp.py", name="hang", script_args=f"--release {release}", epochs=1, metrics="auto"
+    )
+    return cluster, cluster.submit(cluster.plan(spec)), release
 
 
 def stacks_when_rank0_waits(cluster: Cluster, run_id: str, timeout: float = 60.0) -> StacksTaken:
@@ -49,13 +65,7 @@ def stacks_when_rank0_waits(cluster: Cluster, run_id: str, timeout: float = 60.0
 def test_stacks_of_a_hung_two_rank_script_show_both_ranks_and_who_is_behind(
     tmp_path: Path,
 ) -> None:
-    profile = Profile(scheduler="local", runs_root=str(tmp_path / "runs"))
-    cluster = Cluster.open(profile, local_state_dir=str(tmp_path / "state" / "ddp-tui" / "local"))
-    release = tmp_path / "release"
-    spec = tiny_script_spec(
-        "hang_ddp.py", name="hang", script_args=f"--release {release}", epochs=1, metrics="auto"
-    )
-    view = cluster.submit(cluster.plan(spec))
+    cluster, view, release = submit_hang(tmp_path)
     run_dir = Path(view.run_dir)
     try:
         wait_file(Path(f"{release}.entered"), cluster, view.run_id)
@@ -101,3 +111,33 @@ def test_stacks_of_a_hung_two_rank_script_show_both_ranks_and_who_is_behind(
     # a finished run has no stacks to take, and says why
     res = cli(tmp_path, "stacks", view.run_id, check=False)
     assert res.returncode != 0 and "stacks are taken from a running job" in res.stderr
+
+
+def test_a_stall_that_ddp_tui_cancels_keeps_where_each_rank_was(tmp_path: Path) -> None:
+    """cancel_stalled takes the stacks before the cancel ends the processes that hold them:
+    the stall note, the saved stacks and the diagnosis name rank 1 in slow_step."""
+    cluster, view, release = submit_hang(
+        tmp_path,
+        stall_after_min=0.05,
+        cancel_stalled=True,  # 3 s of quiet, then cancel
+    )
+    run_dir = Path(view.run_dir)
+    try:
+        wait_file(Path(f"{release}.entered"), cluster, view.run_id)
+        done = wait_state(
+            cluster,
+            view.run_id,
+            JobState.CANCELLED,
+            JobState.COMPLETED,
+            JobState.FAILED,
+            timeout=180,
+        )
+    finally:
+        release.write_text("")
+    assert done.state is JobState.CANCELLED, cluster.follow(view.run_id).err_lines[-30:]
+    note = json.loads((run_dir / "stall.json").read_text())
+    assert "rank 1 on " in note.get("stuck", "") and "slow_step" in note["stuck"], note
+    assert sorted((run_dir / "stacks").glob("*.json")), "no stacks saved before the cancel"
+    diagnosis = cluster.diagnose(view.run_id)
+    assert diagnosis is not None and diagnosis.code == "stalled", diagnosis
+    assert "stacks taken before the cancel" in diagnosis.cause and "slow_step" in diagnosis.cause

@@ -66,6 +66,7 @@ from ddp_tui.remote.stacks import (
     SavedStacks,
     StacksTaken,
     last_saved,
+    stacks_before_cancel,
     take_stacks,
 )
 from ddp_tui.remote.submission import RECOVER_SUBMIT_SEC, create_planned_run, submit_attempt
@@ -427,9 +428,11 @@ class Cluster:
             if v.stall is None or job_id is None or job_id in self._stall_cancelled:
                 continue
             self._stall_cancelled.add(job_id)
+            ref = RunRef(v.run_id, v.run_dir)
+            stuck = stacks_before_cancel(self.executor, self.scheduler, ref, job_id)
             try:
-                ref = RunRef(v.run_id, v.run_dir)
-                self.executor.write_atomic(ref.file(STALL_FILE), stall_note(job_id, v.stall))
+                note = stall_note(job_id, v.stall, stuck=stuck)
+                self.executor.write_atomic(ref.file(STALL_FILE), note)
                 self.scheduler.cancel(job_id)
             except (ExecutorError, SchedulerError) as exc:
                 return f"could not cancel stalled job {job_id}: {exc}"

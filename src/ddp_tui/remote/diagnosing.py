@@ -238,9 +238,16 @@ def diagnose(spec: ExperimentSpec, status: JobStatus, reads: DiagnosisReads) -> 
     return classify(facts_of(spec, status, reads))
 
 
-def stall_note(job_id: str, stall: Stall) -> bytes:
-    """The :data:`STALL_FILE` written before ddp-tui cancels a stalled job."""
-    doc = {"job_id": job_id, "quiet_sec": round(stall.quiet_sec), "summary": stall.summary}
+def stall_note(job_id: str, stall: Stall, *, stuck: str = "") -> bytes:
+    """The :data:`STALL_FILE` written before ddp-tui cancels a stalled job; ``stuck``: the
+    stuck-ranks summary of the stacks taken just before (docs/stacks.md)."""
+    doc: dict[str, Any] = {
+        "job_id": job_id,
+        "quiet_sec": round(stall.quiet_sec),
+        "summary": stall.summary,
+    }
+    if stuck:
+        doc["stuck"] = stuck
     return (json.dumps(doc) + "\n").encode()
 
 
@@ -250,6 +257,9 @@ def stall_cancel_diagnosis(
     summary = str(note.get("summary", ""))
     minutes = round(float(note.get("quiet_sec", 0) or 0) / 60)
     cause = f"ddp-tui cancelled the job after it stalled: {summary}"
+    stuck = note.get("stuck")
+    if isinstance(stuck, str) and stuck:
+        cause += f". Where its ranks were, from their stacks taken before the cancel: {stuck}"
     advice = (
         "Look at the last lines of the logs and at the silent ranks; a rank stuck in "
         "a collective usually waits for one that crashed or hangs in data loading. "

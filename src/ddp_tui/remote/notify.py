@@ -94,6 +94,13 @@ class Notifier:
         #: False: find and claim nothing (a CLI command with no notify_command to run).
         self.enabled = True
         self._decided: set[str] = set()  # claims this process made, or found made
+        # Ends found older than the window: they stay old, so a refresh
+        # over years of history skips them without parsing a time again.
+        self._past: set[tuple[str, str]] = set()
+        # Per group, its members' (run id, attempts, ends) when it was last judged with no
+        # event to send: a group can only finish when one of these changes (or this process
+        # just recorded a member's end), so a quiet refresh judges no group again.
+        self._judged: dict[str, tuple[tuple[str, int, int], ...]] = {}
         self._pending: dict[str, _Pending] = {}  # claim -> an end waiting for its diagnosis
         self._taken: deque[NotifyEvent] = deque(maxlen=_KEPT)
         self._by = f"{socket.gethostname()}:{os.getpid()}"
@@ -158,13 +165,19 @@ class Notifier:
         scope: Callable[[], str | None],
     ) -> list[NotifyEvent]:
         latest = latest_job_id(info)
-        ends = dict(info.ends)
+        ends = info.ends
         if latest is not None and latest not in ends and latest in recorded:
-            ends[latest] = recorded[latest]
+            ends = {**ends, latest: recorded[latest]}
         out: list[NotifyEvent] = []
         for job_id, rec in ends.items():
+            past = (info.run_id, job_id)
+            if past in self._past:
+                continue
+            if not self._recent(rec):
+                self._past.add(past)
+                continue
             claim = f"{info.ref.path}/{RUN_CLAIMS}/{_safe(job_id)}.end"
-            if claim in self._decided or not self._recent(rec) or not _binds(rec, scope):
+            if claim in self._decided or not _binds(rec, scope):
                 continue
             is_latest = job_id == latest and view is not None
             diagnosis = (
@@ -226,18 +239,37 @@ class Notifier:
         for group, runs in members.items():
             if len(runs) < 2:
                 continue  # every run has a group key; a group of one is its run's end
-            ends: list[tuple[RunInfo, str, Mapping[str, Any]]] = []
-            for info in runs:
-                job_id = latest_job_id(info)
-                rec = None if job_id is None else info.ends.get(job_id) or recorded.get(job_id)
-                if job_id is None or rec is None or not _binds(rec, scope):
-                    break  # a member still runs (or was never submitted): not finished
-                ends.append((info, job_id, rec))
-            else:
-                event = self._group_event(group, ends, views)
-                if event is not None:
-                    out.append(event)
+            seen = tuple((i.run_id, len(i.jobs), len(i.ends)) for i in runs)
+            if self._judged.get(group) == seen and not (
+                recorded and any(latest_job_id(i) in recorded for i in runs)
+            ):
+                continue
+            event = self._group_if_finished(group, runs, views, recorded, scope)
+            if event is None:
+                self._judged[group] = seen
+            else:  # judged again until its claim is decided (a failed claim is retried)
+                self._judged.pop(group, None)
+                out.append(event)
         return out
+
+    def _group_if_finished(
+        self,
+        group: str,
+        runs: Sequence[RunInfo],
+        views: Mapping[str, RunView],
+        recorded: Mapping[str, Mapping[str, Any]],
+        scope: Callable[[], str | None],
+    ) -> NotifyEvent | None:
+        """The group's finished event, or None: a member still runs, or its finish was
+        claimed already or is too old to send."""
+        ends: list[tuple[RunInfo, str, Mapping[str, Any]]] = []
+        for info in runs:
+            job_id = latest_job_id(info)
+            rec = None if job_id is None else info.ends.get(job_id) or recorded.get(job_id)
+            if job_id is None or rec is None or not _binds(rec, scope):
+                return None  # a member still runs (or was never submitted): not finished
+            ends.append((info, job_id, rec))
+        return self._group_event(group, ends, views)
 
     def _group_event(
         self,
@@ -250,7 +282,7 @@ class Notifier:
         if claim in self._decided:
             return None
         # The newest end decides whether the group's finish is recent.
-        newest = max(ends, key=lambda e: _epoch(e[2].get("recorded_at")) or 0.0)[2]
+        newest = _newest(ends)
         if not self._recent(newest):
             return None
         states = [str(rec.get("state") or "UNKNOWN") for _, _, rec in ends]
@@ -336,6 +368,11 @@ def _end_event(
         elapsed_sec=float(elapsed) if isinstance(elapsed, int | float) else None,
         run_dir=info.ref.path,
     )
+
+
+def _newest(ends: Sequence[tuple[RunInfo, str, Mapping[str, Any]]]) -> Mapping[str, Any]:
+    """The end record recorded last of a group's."""
+    return max(ends, key=lambda e: _epoch(e[2].get("recorded_at")) or 0.0)[2]
 
 
 def _binds(rec: Mapping[str, Any], scope: Callable[[], str | None]) -> bool:

@@ -511,3 +511,19 @@ def last_saved(executor: Executor, ref: RunRef) -> SavedStacks | None:
         job_id=str(doc.get("job_id", "")),
         stuck_summary=str(doc.get("stuck_summary") or ""),
     )
+
+
+#: How long a stall's cancel waits for the stacks it takes first.
+BEFORE_CANCEL_TIMEOUT_SEC = 5.0
+
+
+def stacks_before_cancel(executor: Executor, scheduler: Scheduler, ref: RunRef, job_id: str) -> str:
+    """Take and save every rank's stack of a stalled job about to be cancelled (the profile's
+    ``cancel_stalled``), since the cancel ends the processes that could tell where they
+    waited; returns the stuck-ranks summary for the stall note, "" where none could be taken
+    (a script run with ``--observe off``, a node out of reach): the cancel goes on anyway."""
+    try:
+        taken = take_stacks(executor, scheduler, ref, job_id, timeout=BEFORE_CANCEL_TIMEOUT_SEC)
+    except (DdpTuiError, ExecutorError, SchedulerError):
+        return ""
+    return taken.stuck_summary

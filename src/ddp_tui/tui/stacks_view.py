@@ -83,13 +83,14 @@ class StacksScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("rank", "host", "behind", "at", "where", "quiet")
+        # "quiet" before "where": the frames can be wide, and since when is the question.
+        table.add_columns("rank", "host", "behind", "at", "quiet", "where")
         for row in self.taken.stuck:
             table.add_row(
                 str(row.rank),
                 row.host,
                 "yes" if row.behind else "",
                 row.position,
-                row.where or "-",
                 f"{row.quiet_sec:.0f} s" if row.quiet_sec is not None else "-",
+                row.where or "-",
             )
