@@ -3,6 +3,8 @@ only when set, refused with the field named and what it allows."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from ddp_tui.cli import main
@@ -49,8 +51,10 @@ def test_bad_mail_values_are_refused_naming_the_field(field: str, value: str) ->
 def test_the_cli_takes_the_mail_options_and_names_a_bad_one(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["--scheduler", "slurm", "submit", "--dry-run", "--mail-type", "END,FAIL"]
-    assert main([*argv, "--mail-user", "me@example.org"]) == 0
+    # The job's Python is this one: the pre-queue check asks it for torch (a fresh
+    # machine's python3 has none).
+    argv = ["--scheduler", "slurm", "submit", "--dry-run", "--python", sys.executable]
+    assert main([*argv, "--mail-type", "END,FAIL", "--mail-user", "me@example.org"]) == 0
     assert "#SBATCH --mail-type=END,FAIL" in capsys.readouterr().out
     assert main(["--scheduler", "slurm", "submit", "--dry-run", "--mail-type", "end,fale"]) == 2
     err = capsys.readouterr().err
