@@ -33,19 +33,6 @@ if TYPE_CHECKING:
 #: once, and older ones join it refresh by refresh (the CLI reads them all at once).
 APP_LISTING_BATCH = 200
 
-SUBCOMMANDS = (
-    "submit",
-    "ls",
-    "logs",
-    "cancel",
-    "retry",
-    "verify",
-    "compare",
-    "diff",
-    "advise",
-    "preflight",
-    "watch",
-)
 #: The shell's status for a process killed by SIGPIPE (128 + 13).
 EXIT_BROKEN_PIPE = 141
 

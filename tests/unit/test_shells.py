@@ -69,8 +69,8 @@ _ITEM = st.one_of(
 
 @given(st.lists(_ITEM, min_size=1, max_size=4))
 def test_the_app_and_the_trainer_read_host_lists_alike(items: list[str]) -> None:
-    """Two copies of one grammar (the trainer may not be imported by the app): they agree,
-    but for the duplicates the app drops."""
+    """One grammar (ddp_tui.jobfiles) read two ways: the app's list is the trainer's, but
+    for the duplicates the app drops."""
     text = ",".join(items)
     assert expand_hostlist(text) == list(dict.fromkeys(expand_nodelist(text)))
 
