@@ -10,8 +10,9 @@ pair's ratio (observed / off), their median and the geometric mean. Target: >= 0
 The end-to-end ratio on this 2-core machine moves by +-10% from run to run, more than the 1% it
 is meant to resolve; so the benchmark first measures the layer's own cost per step directly: a
 single process whose step is as short as torch makes it (a tiny Linear, batch 32), observed and
-not, its passes alternating in one process. That cost, against a real step's time, is the
-throughput it takes.
+not, its passes alternating in one process. That cost (the DataLoader and optimizer hooks, the
+loss kept from backward() and the forward pre-hook on the model), against a real step's time,
+is the throughput it takes.
 
     python benchmarks/bench_observe.py
     python benchmarks/bench_observe.py --rounds 8 --samples 65536
@@ -86,9 +87,10 @@ def main() -> None:
     args = p.parse_args()
     cost = step_costs(args.steps, max(args.rounds, 10))
     print("Per step: one process, a DataLoader and an SGD step on a tiny Linear; observed and")
-    print("plain passes alternate in the process (the hot hooks switched in and out)")
+    print("plain passes alternate in the process (the hot hooks switched in and out: loader,")
+    print("optimizer step, the loss from backward(), the model's input)")
     print(
-        f"  plain {cost['off_us']:.1f} us/step, observed {cost['on_us']:.1f} us/step: "
+        f"  plain {cost['off_us']:.1f} us/step, observed {cost['on_us']:.1f} us/step (CPU): "
         f"+{cost['extra_us']:.2f} us a step (median of pairs); the observer's own work "
         f"{cost['own_us']:.2f} us"
     )

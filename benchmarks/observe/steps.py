@@ -2,11 +2,13 @@
 and an SGD step on a tiny Linear, so that a step is as short as torch makes it and the
 observation layer's per-batch and per-step work is as large a share of it as it can be.
 
-Observed and plain passes alternate in this one process: the layer's two hot hooks (the
-DataLoader iterator's ``__next__`` and the global optimizer step hook) are switched in and out
+Observed and plain passes alternate in this one process: the layer's hot hooks (the DataLoader
+iterator's ``__next__``, the global optimizer step hook, the loss capture in
+``torch.autograd.backward`` and the forward pre-hook on the model) are switched in and out
 between passes, so both sides share the process, its memory and its caches. Prints
 ``bench off_us=X on_us=Y`` (medians per step over ``--pairs`` pairs of passes) and
-``bench own_us=Z`` (the observer's own work for a batch and a step, called directly).
+``bench own_us=Z`` (the observer's own work for a batch and a step, called directly). A pass is
+timed in this thread's CPU time (one torch thread, no loader workers: all of its work).
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ import time
 from collections.abc import Callable
 
 import torch
+import torch.nn.modules.module as module_module
 import torch.optim.optimizer as optimizer_module
 import torch.utils.data.dataloader as dataloader_module
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from ddp_tui.scriptrun.observe import hooks
+from ddp_tui.scriptrun.observe import hooks, loss
 
 
-def switches() -> tuple[Callable[[], None], Callable[[], None]]:
-    """(off, on): take the two hot hooks out, put them back."""
+def switches(model: nn.Module) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(off, on): take the hot hooks out, put them back."""
     cls = dataloader_module._BaseDataLoaderIter
     plain_next = cls.__next__
     hooks._patch_dataloader(dataloader_module)
@@ -36,14 +39,29 @@ def switches() -> tuple[Callable[[], None], Callable[[], None]]:
     hooks._patch_optimizer(optimizer_module)
     (key,) = set(registry) - before
     hook = registry[key]
+    obs = hooks.observer()
+    plain_backward = torch.autograd.backward  # Tensor.backward looks it up at each call
+    loss.patch_autograd(torch.autograd, obs)
+    observed_backward = torch.autograd.backward
+    loss.patch_modules(module_module, obs)
+    model(torch.zeros(1, 8))  # the first call with gradients enabled finds the model
+    # Its hook takes itself off once a DataLoader has fed a few steps (it adds nothing then):
+    # put back, it does so again in each observed pass, as in a fresh process.
+    model_hooks = dict(model._forward_pre_hooks)
+    with_kwargs = dict(model._forward_pre_hooks_with_kwargs)
 
     def off() -> None:
         cls.__next__ = plain_next
         registry.pop(key, None)
+        torch.autograd.backward = plain_backward
+        model._forward_pre_hooks.clear()
 
     def on() -> None:
         cls.__next__ = observed_next
         registry[key] = hook
+        torch.autograd.backward = observed_backward
+        model._forward_pre_hooks.update(model_hooks)
+        model._forward_pre_hooks_with_kwargs.update(with_kwargs)
 
     return off, on
 
@@ -51,9 +69,12 @@ def switches() -> tuple[Callable[[], None], Callable[[], None]]:
 def own_work(calls: int = 200_000) -> float:
     obs = hooks.observer()
     batch = (torch.zeros(32, 8), torch.zeros(32))
+    value = torch.zeros(())
     start = time.perf_counter()
     for _ in range(calls):
         obs.batch(1, hooks.batch_size(batch), 1e-4, None)
+        obs.forward_input(*loss.input_size(loss.first_tensor(batch)))
+        obs.backward(value)
         obs.step()
     return (time.perf_counter() - start) / calls * 1e6
 
@@ -70,14 +91,16 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def one_pass() -> float:
-        start = time.perf_counter()
+        # This thread's CPU time, not the wall's: on a shared machine the wall counts the time
+        # other processes held the core (+-20 us a step here), the CPU time only our work.
+        start = time.thread_time()
         for x, y in loader:
             opt.zero_grad(set_to_none=True)
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
-        return (time.perf_counter() - start) / len(loader) * 1e6
+        return (time.thread_time() - start) / len(loader) * 1e6
 
-    off, on = switches()
+    off, on = switches(model)
     off()
     one_pass()  # warm-up
     pairs = []

@@ -41,7 +41,8 @@ _SPEC_DESCRIPTION = (
     "spec's own; the profile (partition, account, time limit, python, ...) and the local "
     "scheduler (device cpu, backend gloo) put theirs first, and --spec-file starts from a "
     "saved spec. List options take shell words in one argument, e.g. "
-    "--extra-sbatch '--exclusive --comment=x'."
+    "--extra-sbatch '--exclusive --comment=x'. --script PATH implies --entry script; "
+    "torchrun's form, [options] -- train.py [args...], gives the script and its arguments."
 )
 #: Why a local refusal of a Slurm-shaped spec is not the end of the road.
 _PREVIEW_HINT = (
@@ -70,6 +71,7 @@ def _option_help(f: FieldSpec) -> str:
 
 
 def _spec_options(parser: argparse.ArgumentParser) -> None:
+    from ddp_tui.cli_script_command import add_command_argument
     from ddp_tui.spec import FIELD_SECTIONS, FIELDS
 
     # One group per section, in the order Compose shows them.
@@ -85,6 +87,7 @@ def _spec_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spec-file", help="a JSON spec (e.g. a run's spec.json) to start from", default=None
     )
+    add_command_argument(parser)
 
 
 def _scheduler_option(parser: argparse.ArgumentParser, default: object) -> None:
@@ -268,9 +271,19 @@ def _stdout_to_devnull() -> None:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    from ddp_tui.cli_script_command import SPEC_COMMANDS, attach_word_values, script_form
+
+    words = attach_word_values(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(words)
     if args.command is None:
         return _run_app(args)
+    if args.command in SPEC_COMMANDS:
+        # Refused before anything connects: the command line alone is wrong.
+        refusals = script_form(args, words)
+        for e in refusals:
+            print(f"ddp-tui: {e.field}: {e.message}", file=sys.stderr)
+        if refusals:
+            return 2
     from ddp_tui.cli_watch import finish_notifications, prepare_notifications
     from ddp_tui.errors import DdpTuiError
     from ddp_tui.remote.executor import ExecutorError
@@ -564,6 +577,9 @@ def _cmd_ls(cluster: Cluster, args: argparse.Namespace) -> int:
                 "gpus_per_node": v.spec.gpus_per_node,
                 "epochs_done": v.epochs_done,
                 "epochs_total": v.epochs_total,
+                "steps_done": v.steps_done,  # a script with no epochs: progress by steps
+                "steps_total": v.steps_total,
+                "eta_sec": v.eta_sec,
                 "train_loss": v.last_train_loss,
                 v.val_metric_name: v.last_val_metric,
                 "throughput": v.throughput,
@@ -677,6 +693,9 @@ def _cmd_why(cluster: Cluster, args: argparse.Namespace) -> int:
             if saved is not None and saved.job_id == view.job_id and saved.stuck_summary:
                 doc["stuck"] = saved.stuck_summary
                 lines.append(f"stuck (stacks of {saved.taken_at}): {saved.stuck_summary}")
+            if saved is not None and saved.job_id == view.job_id and saved.cause:
+                doc["cause"] = saved.cause
+                lines.append(f"cause (stacks of {saved.taken_at}): {saved.cause}")
             lines.append(
                 f"where each rank waits: ddp-tui stacks {view.run_id} (key k in Run detail)"
             )

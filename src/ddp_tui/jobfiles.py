@@ -66,6 +66,11 @@ METRICS_COLUMNS: Final = (
     # The step breakdown (docs/step-breakdown.md): data + compute + comm + other = epoch time.
     "comm_time_sec",
     "other_time_sec",
+    # Steps beside epochs: the optimizer step at the end of the row's window. A script with no
+    # epochs (an iteration loop) has one row per logged window, its ``epoch`` cell empty.
+    "step",
+    # Where the model's input has a sequence dimension: batch x sequence length, per second.
+    "tokens_per_sec",
 )
 #: Rank 0's per-epoch, per-rank step times (docs/step-breakdown.md), one JSON line per epoch.
 STEP_TIMES_FILE: Final = "step_times.jsonl"
@@ -83,6 +88,16 @@ def csv_cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.10g}"
     return str(value)
+
+
+def row_position(row: Mapping[str, float | None]) -> float | None:
+    """Where a parsed ``metrics.csv`` row lies on a plot's x axis: its epoch, or, for a step
+    window of a script with no epochs, its step (None: neither, or not finite)."""
+    for column in ("epoch", "step"):
+        value = row.get(column)
+        if value is not None:
+            return value if value == value and abs(value) != float("inf") else None
+    return None
 
 
 def json_objects(lines: Iterable[str]) -> list[dict[str, Any]]:
@@ -373,7 +388,8 @@ def register_stack_dump(
     The file's first line is a JSON header: ``rank``, ``local_rank``, ``host`` (the node's
     name as Slurm knows it), ``hostname``, ``pid``, ``fd``, ``path`` (as the kernel shows it
     in ``/proc/PID/fd/FD``), ``signal``, ``main_thread`` (the ident faulthandler prints for
-    it), ``job`` (the job key), ``slurm_job_id``, ``argv`` and ``time``. Idempotent per
+    it), ``job`` (the job key), ``slurm_job_id``, ``argv``, ``time`` and ``python`` (the
+    interpreter's version, ``3.11.7``). Idempotent per
     process; returns the path, or None where it could not register (it never fails the job:
     a note on stderr).
     """
@@ -411,6 +427,8 @@ def register_stack_dump(
             "slurm_job_id": env.get("SLURM_JOB_ID"),
             "argv": sys.argv[:4],
             "time": time.time(),
+            # A stuck forked worker is a CPython bug of some versions (diagnosis/fork_hang.py).
+            "python": ".".join(map(str, sys.version_info[:3])),
         }
         handle.write(json.dumps(header) + "\n")
         handle.flush()

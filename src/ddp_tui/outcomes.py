@@ -177,13 +177,15 @@ def _finite(value: float | None) -> float | None:
 
 def _series(rows: Sequence[Mapping[str, float | None]]) -> dict[str, tuple[tuple[int, float], ...]]:
     columns: dict[str, list[tuple[int, float]]] = {}
+    by_steps = not any(row.get("epoch") is not None for row in rows)
     for row in rows:
-        epoch = row.get("epoch")
-        if epoch is None:
+        # An epoch's row, or, for a script with no epochs, a step window's: at its step.
+        epoch = row.get("step") if by_steps else row.get("epoch")
+        if epoch is None or not math.isfinite(epoch):
             continue
         for name, value in row.items():
             v = _finite(value)
-            if name != "epoch" and v is not None:
+            if name not in ("epoch", "step") and v is not None:
                 columns.setdefault(name, []).append((int(epoch), v))
     return {name: tuple(points) for name, points in columns.items()}
 

@@ -116,13 +116,19 @@ def _num(value: float | None) -> float | None:
 
 
 def epoch_rows(metrics: MetricsRows) -> list[Mapping[str, float | None]]:
-    """Rows ordered by epoch; an epoch written twice (a resumed run) keeps its last row."""
+    """Rows ordered by epoch; an epoch written twice (a resumed run) keeps its last row. A
+    script with no epochs: its step windows, ordered by step."""
     by_epoch: dict[float, Mapping[str, float | None]] = {}
+    windows: dict[float, Mapping[str, float | None]] = {}
     for row in metrics:
-        epoch = row.get("epoch")
+        epoch, step = row.get("epoch"), row.get("step")
         if epoch is not None and math.isfinite(epoch):
             by_epoch[epoch] = row
-    return [by_epoch[e] for e in sorted(by_epoch)]
+        elif epoch is None and step is not None and math.isfinite(step):
+            windows[step] = row
+    if by_epoch:
+        return [by_epoch[e] for e in sorted(by_epoch)]
+    return [windows[s] for s in sorted(windows)]
 
 
 def steady_median(rows: Sequence[Mapping[str, float | None]], column: str) -> float | None:
@@ -184,7 +190,7 @@ def summarize(run: RunData) -> RunSummary:
         run_id=run.run_id,
         group=run.group,
         state=state if isinstance(state, str) else None,
-        epochs_done=len(rows),
+        epochs_done=sum(1 for r in rows if r.get("epoch") is not None),  # windows are no epochs
         epochs_total=epochs_total,
         final_train_loss=_last(rows[-1:], "train_loss"),
         final_val_metric=val,

@@ -141,6 +141,13 @@ t = torch.ones(3, 4)
 def train_step():
     dist.all_reduce(t)
 train_step()
+# gloo retires the call on its own worker thread just after the main thread's wait returns:
+# dump once the recorder has retired it, rather than racing that thread.
+import pickle, time
+deadline = time.monotonic() + 60
+while not pickle.loads(c10d._dump_fr_trace())["entries"][0]["retired"]:
+    assert time.monotonic() < deadline, "gloo never retired the all_reduce"
+    time.sleep(0.01)
 open(sys.argv[1] + "/rank_0", "wb").write(c10d._dump_fr_trace())
 open(sys.argv[1] + "/rank_0.json", "wb").write(c10d._dump_fr_trace_json())
 os._exit(0)

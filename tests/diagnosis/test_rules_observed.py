@@ -106,3 +106,15 @@ def test_the_suggestion_prefers_the_line_seen_once_per_epoch() -> None:
     lines = ["step 1 loss 0.5"] * 12 + ["Validation: acc 0.8 loss 0.4"] * 3 + ["done"]
     assert suggest_regex(lines, 3) == "regex:" + pattern_for("Validation: acc 0.8 loss 0.4")
     assert suggest_regex(["just words", "no numbers"], 3) is None
+
+
+def test_one_process_that_never_syncs_its_gradients_has_nothing_to_sync_with() -> None:
+    sync = {"state": "never", "reason": "no DistributedDataParallel or FSDP wrap"}
+    observed = {"group": "formed", "launched": 1, "world_size": 1, "sync": sync,
+                "reason": "1 process(es) formed one gloo group"}  # fmt: skip
+    found = classify_strict(script_facts({"epochs_completed": 3, "observed": observed}))
+    assert found is not None and found.code == "completed"
+    found = classify_strict(
+        script_facts({"epochs_completed": 3, "observed": {**observed, "world_size": 2}})
+    )
+    assert found is not None and found.code == "no-grad-sync" and found.needs_fix

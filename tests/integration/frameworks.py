@@ -107,6 +107,11 @@ def check_framework_run(
     assert first["start"] >= main[0]["t"], (first, main[0])
     assert first["seconds"] == pytest.approx(first["end"] - first["start"])
     assert rows[0]["epoch_time_sec"] == pytest.approx(first["seconds"], rel=1e-6)
+    # The loss each framework trains on is seen from inside backward(), and the step totals
+    # end with the record written at exit.
+    steps = [r for r in main if r["kind"] == "step"]
+    assert [r["loss"] for r in steps if r["loss"] is not None], steps[-2:]
+    assert steps[-1].get("final") is True and steps[-1]["steps_total"] > 0, steps[-1]
 
     checks = cluster.verify(run_id)
     assert checks and all(c.ok for c in checks), [(c.name, c.detail) for c in checks if not c.ok]

@@ -3,8 +3,9 @@
 With only ``--script``, ``--script-args``, ``--epochs`` and the size, every script gets one row
 per epoch with its own time and throughput and the metrics it reports, and verify is green. A
 job whose ranks trained alone (a script that never forms a group; Accelerate told not to use the
-CPU) fails verify, and ``why`` names the cause and the framework's fix. ``--observe off`` leaves
-the script to its output alone.
+CPU; an iteration loop with no DataLoader) fails verify, and ``why`` names the cause and the
+framework's fix; so does a group whose ranks never synchronise their gradients, with the ranks'
+diverged weights as evidence. ``--observe off`` leaves the script to its output alone.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
+from ddp_tui.remote.verification import SYNC_CHECK
 from tests.integration.frameworks import (
     CASES,
     Case,
@@ -76,6 +78,41 @@ def test_ranks_that_trained_alone_fail_verify_and_why_says_so(
     why = cluster.diagnose(view.run_id)
     assert why is not None and why.code == "trained-alone", why
     assert "did not train together" in why.cause and framework_words in why.advice
+
+
+def test_an_iteration_loop_whose_ranks_never_form_a_group_trained_alone(cluster: Cluster) -> None:
+    # No DataLoader, so no epoch ever closes: the ranks' optimizer steps alone show they trained.
+    spec = framework_spec("iterations_no_group.py", script_args="--max-iters 30")
+    view = cluster.submit(cluster.plan(spec))
+    ended(cluster, view.run_id)
+    observed = run_json(view.run_dir)["observed"]
+    assert observed["group"] == "none" and observed["trained_alone"] == 2, observed
+    checks = {c.name: c for c in cluster.verify(view.run_id)}
+    assert checks["the ranks trained in one process group"].ok is False
+    why = cluster.diagnose(view.run_id)
+    assert why is not None and why.code == "trained-alone", why
+
+
+def test_a_group_that_never_syncs_its_gradients_fails_verify_and_why_shows_the_divergence(
+    cluster: Cluster,
+) -> None:
+    spec = framework_spec("group_without_ddp.py", script_args="--max-iters 30")
+    view = cluster.submit(cluster.plan(spec))
+    ended(cluster, view.run_id)
+    observed = run_json(view.run_dir)["observed"]
+    assert observed["group"] == "formed" and observed["sync"]["state"] == "never", observed
+    assert observed["divergence"]["diverged"] is True, observed
+
+    checks = {c.name: c for c in cluster.verify(view.run_id)}
+    assert checks["the ranks trained in one process group"].ok is True  # the group is real
+    sync = checks[SYNC_CHECK]
+    assert sync.ok is False and "parameter checksums differ" in sync.detail, sync
+
+    why = cluster.diagnose(view.run_id)
+    assert why is not None and why.code == "no-grad-sync", why
+    assert "never synchronised their gradients" in why.cause and "diverged" in why.cause
+    assert "DistributedDataParallel" in why.advice
+    assert any("observed.divergence" in e.text for e in why.evidence), why.evidence
 
 
 def test_observe_off_reads_only_the_output(cluster: Cluster) -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 
 from ddp_tui.remote.cluster import Cluster
-from tests.integration.frameworks import CASES, Case, check_framework_run, framework_spec
+from ddp_tui.remote.verification import SYNC_CHECK
+from tests.integration.frameworks import CASES, Case, check_framework_run, ended, framework_spec
+from tests.integration.story import run_json
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 pytest.importorskip("pytorch_lightning")
@@ -31,3 +33,24 @@ def test_a_framework_script_on_two_nodes_verifies(
     )
     view = cluster.submit(cluster.plan(spec))
     check_framework_run(cluster, view.run_id, view.run_dir, case, nodes=2)
+
+
+def test_a_group_across_two_nodes_that_never_syncs_its_gradients_fails_verify(
+    cluster: Cluster,
+) -> None:
+    spec = framework_spec(
+        "group_without_ddp.py",
+        script_args="--max-iters 30",
+        partition="debug",
+        nodes=2,
+        gpus_per_node=1,
+    )
+    view = cluster.submit(cluster.plan(spec))
+    ended(cluster, view.run_id)
+    observed = run_json(view.run_dir)["observed"]
+    assert observed["group"] == "formed" and len(observed["hosts"]) == 2, observed
+    assert observed["sync"]["state"] == "never" and observed["divergence"]["diverged"], observed
+    checks = {c.name: c for c in cluster.verify(view.run_id)}
+    assert checks[SYNC_CHECK].ok is False, checks[SYNC_CHECK]
+    why = cluster.diagnose(view.run_id)
+    assert why is not None and why.code == "no-grad-sync", why

@@ -97,6 +97,12 @@ def test_a_disk_filled_to_the_last_byte_ends_the_job_promptly_and_wholly(
     while job_processes(Path(ended.run_dir)):
         assert time.monotonic() < deadline, f"survivors: {job_processes(Path(ended.run_dir))}"
         time.sleep(0.2)
+    # The full disk may keep the job's own "cannot write" line out of its logs; the runs
+    # root's free space, read with the logs' tails, still tells (rules_disk.disk_full_by_space).
+    found = diagnosed(cluster, ended, "disk-full")
+    assert "runs_root" in found.advice, found
+    answer = why(tmp_path, run_id)
+    assert answer.returncode == 1 and "filesystem" in answer.stdout, answer.stdout
 
 
 def test_a_disk_that_fills_mid_run_ends_the_job_with_a_disk_full_diagnosis(

@@ -103,6 +103,8 @@ def test_stacks_of_a_hung_two_rank_script_show_both_ranks_and_who_is_behind(
         last = cluster.last_stacks(view.run_id)
         assert last is not None and last.job_id == view.job_id, last
         assert last.stuck_summary.startswith("rank 1 on "), last
+        # ranks in a collective and a slow step are no fork hang (diagnosis/fork_hang.py)
+        assert taken.cause == "" and doc["cause"] == "" and last.cause == "", taken.cause
 
     finally:
         release.write_text("")

@@ -237,8 +237,15 @@ epoch,step,train_loss_step,train_loss_epoch,val_loss,val_acc,lr-Adam
 
 def test_csv_fold_lightning() -> None:
     folded = fold(LIGHTNING_CSV, {"lr-Adam": "lr"})
-    assert folded[0].values == {"lr": 0.001, "val_loss": 0.55, "val_acc": 0.83, "train_loss": 0.7}
-    assert folded[1].values == {"lr": 0.0005}
+    # Lightning's own step column is the contract's: the optimizer step at the row's end.
+    assert folded[0].values == {
+        "lr": 0.001,
+        "val_loss": 0.55,
+        "val_acc": 0.83,
+        "train_loss": 0.7,
+        "step": 99.0,
+    }
+    assert folded[1].values == {"lr": 0.0005, "step": 149.0}
 
 
 def test_csv_source_hands_on_finished_epochs(tmp_path: Path) -> None:

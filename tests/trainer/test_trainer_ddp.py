@@ -41,7 +41,7 @@ pytestmark = pytest.mark.torch
 COLUMNS = (
     "epoch,train_loss,train_acc,val_loss,val_acc,val_mae,val_rmse,lr,epoch_time_sec,"
     "throughput_samples_per_sec,data_load_time_sec,compute_time_sec,gpu_mem_peak_mib,"
-    "gpu_util_avg,cpu_util_avg,world_size,mfu,comm_time_sec,other_time_sec"
+    "gpu_util_avg,cpu_util_avg,world_size,mfu,comm_time_sec,other_time_sec,step,tokens_per_sec"
 )
 
 

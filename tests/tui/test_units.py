@@ -135,3 +135,7 @@ def test_run_detail_shows_what_a_scripts_ranks_formed_not_what_they_were_launche
     alone = {"group": "none", "reason": "no process group was formed", "launched": 2}
     text = summary_text(run, {"observed": alone}, "r").plain
     assert "observed: the ranks trained alone: no process group was formed" in text
+
+    unsynced = {**formed, "sync": {"state": "never", "reason": "no DDP wrap"}}
+    text = summary_text(run, {"observed": unsynced}, "r").plain
+    assert "group on cpu, but never synchronised gradients: no DDP wrap" in text

@@ -177,6 +177,7 @@ BAD: list[tuple[str, Any, str]] = [
     ("metrics_columns", {"a b": "train_loss"}, "without spaces"),
     ("metrics_columns", (("a", "x"), ("b", "x")), "mapped twice"),
     ("samples_per_epoch", 0, "from 1 to"),
+    ("max_steps", 0, "from 1 to"),
 ]
 
 

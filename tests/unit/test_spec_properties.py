@@ -102,6 +102,7 @@ STRATS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
         ),
     ),
     "samples_per_epoch": (st.one_of(st.none(), ints(1, 10**6)), ints(-1, 0)),
+    "max_steps": (st.one_of(st.none(), ints(1, 10**6)), ints(-1, 0)),
     "model": (st.sampled_from(["mlp", "simple_cnn", "resnet18", "pkg.mod:fn"]), nasty),
     "dataset": (st.sampled_from(["synthetic", "mnist", "cifar10"]), nasty),
     # Never empty among the good values: mnist and cifar10 (good datasets) need a data root.

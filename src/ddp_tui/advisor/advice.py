@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ddp_tui.advisor.changes import changes_for, stragglers
 from ddp_tui.advisor.inputs import AdvisorInputs, SizeRun
@@ -130,7 +131,9 @@ def _known(sizes: Sequence[SizeAdvice]) -> list[tuple[SizeAdvice, tuple[float, f
     return [(s, e) for s in sizes if s.fits_partition and (e := best_estimate(s)) is not None]
 
 
-def _by_threshold(sizes: Sequence[SizeAdvice], threshold: float) -> Recommendation:
+def _by_threshold(
+    sizes: Sequence[SizeAdvice], threshold: float, unit: str = "epoch"
+) -> Recommendation:
     known = _known(sizes)
     fit_ = [(s, e) for s, e in known if e[1] >= threshold - 1e-9]
     if not fit_:
@@ -140,23 +143,25 @@ def _by_threshold(sizes: Sequence[SizeAdvice], threshold: float) -> Recommendati
     reason = (
         f"{size_words(size.world_size, size.nodes, size.gpus_per_node)} is the largest size "
         f"whose efficiency stays at or above {threshold:.0%}: {eff:.0%} {how}, "
-        f"{duration(epoch)} and {gpu_hours(size.world_size, epoch):.3g} GPU-hours per epoch"
+        f"{duration(epoch)} and {gpu_hours(size.world_size, epoch):.3g} GPU-hours per {unit}"
     )
     beyond = [(s, e) for s, e in known if s.world_size > size.world_size]
     if beyond:
         nxt, (n_epoch, n_eff) = min(beyond, key=lambda item: item[0].world_size)
         reason += (
             f"; {nxt.world_size} would be {n_eff:.0%} "
-            f"({duration(n_epoch)}, {gpu_hours(nxt.world_size, n_epoch):.3g} GPU-hours per epoch)"
+            f"({duration(n_epoch)}, {gpu_hours(nxt.world_size, n_epoch):.3g} GPU-hours per {unit})"
         )
     return Recommendation(size.world_size, size.nodes, size.gpus_per_node, reason, "threshold")
 
 
-def _by_deadline(sizes: Sequence[SizeAdvice], deadline: float, epochs: int) -> Recommendation:
+def _by_deadline(
+    sizes: Sequence[SizeAdvice], deadline: float, epochs: int, unit: str = "epoch"
+) -> Recommendation:
     known = _known(sizes)
     if not known:
         return Recommendation(None, None, None, "no size has a time estimate", "none")
-    whole = f"{epochs} epoch{'s' if epochs != 1 else ''}"
+    whole = f"{epochs} {unit}{'s' if epochs != 1 else ''}"
 
     def cost(item: tuple[SizeAdvice, tuple[float, float]]) -> tuple[float, float]:
         s, (epoch, _) = item
@@ -188,6 +193,12 @@ def _notes(
     sizes: Sequence[SizeAdvice],
 ) -> list[str]:
     notes = list(inputs.notes)
+    if runs and runs[0].by_steps:
+        notes.append(
+            "an iteration loop with no epochs: times are per optimizer step, from its step "
+            "windows (the first, with the start-up, left out), and the whole run is its step "
+            "budget; a step keeps its batch per rank at every size"
+        )
     for run in runs:
         if run.breakdown is not None and run.breakdown.inferred:
             what = ", ".join(p.removesuffix("_sec") for p in run.breakdown.inferred)
@@ -219,6 +230,18 @@ def _notes(
 def advise(inputs: AdvisorInputs) -> Advice:
     """The group's advice (see :mod:`ddp_tui.advisor`)."""
     runs = sorted(inputs.runs, key=lambda r: (r.world_size, r.run_id))
+    if len({r.by_steps for r in runs}) > 1:
+        # A step and an epoch are no common unit: the runs with epochs are the group's.
+        left = [r.run_id for r in runs if r.by_steps]
+        runs = [r for r in runs if not r.by_steps]
+        inputs = replace(
+            inputs,
+            notes=(
+                *inputs.notes,
+                f"left out, measured by steps where the others have epochs: {', '.join(left)}",
+            ),
+        )
+    unit = "step" if runs and runs[0].by_steps else "epoch"
     if not runs:
         return Advice(
             group=inputs.group,
@@ -258,9 +281,9 @@ def advise(inputs: AdvisorInputs) -> Advice:
         )
     epochs = max((r.epochs for r in runs if r.epochs), default=1)
     if inputs.deadline_sec:
-        rec = _by_deadline(sizes, inputs.deadline_sec, epochs)
+        rec = _by_deadline(sizes, inputs.deadline_sec, epochs, unit)
     else:
-        rec = _by_threshold(sizes, inputs.threshold)
+        rec = _by_threshold(sizes, inputs.threshold, unit)
     facts = None
     if model is not None:
         facts = ModelFacts(

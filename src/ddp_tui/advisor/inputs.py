@@ -84,6 +84,10 @@ class SizeRun:
     partition: str | None = None
     #: A user's own script (its parts are partly inferred).
     script: bool = False
+    #: An iteration loop's run, measured by its step windows: the "epoch" fields then hold one
+    #: optimizer step (``epoch_time_sec`` is the steady time per step, ``steps_per_epoch`` 1,
+    #: ``epochs`` the step budget), and a step stays one step at every size.
+    by_steps: bool = False
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,17 @@ A trainer run measures all four parts of its epochs (``docs/step-breakdown.md``)
 script, or a trainer run made without the calibration, measures the data wait only: its
 compute column holds the all-reduce too, so the comm part is inferred later, across the group
 (:func:`ddp_tui.advisor.model.infer_comm`), and the breakdown says which parts were inferred.
+
+A script with no epochs (an iteration loop) has step windows for rows: the advisor's unit is
+then one optimizer step (:func:`window_times`), the first window, with the start-up, left out
+like the first epoch.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ddp_tui.advisor.inputs import Breakdown, FabricSample, RankTime, SizeRun
@@ -50,6 +55,47 @@ def breakdown(rows: Sequence[Mapping[str, float | None]], epoch_time: float) -> 
     return Breakdown(compute, data, comm, other, inferred)
 
 
+@dataclass(frozen=True)
+class WindowTimes:
+    """An iteration loop's steady optimizer step, from its step windows."""
+
+    step_sec: float
+    #: Samples/s over all ranks (None: the script counts no samples).
+    throughput: float | None
+    #: The wait for data per step (0: not measured).
+    data_sec: float
+
+
+def window_times(rows: Sequence[Mapping[str, float | None]]) -> WindowTimes | None:
+    """The steady step of a run whose rows are step windows (each ``step`` the optimizer step at
+    the window's end, ``epoch_time_sec`` the window's seconds): the median over the windows after
+    the first, as :func:`steady_median` treats epochs, since the first pays for the start-up.
+    None when the rows are epochs, or no window says how long it took."""
+    if not rows or any(r.get("epoch") is not None for r in rows):
+        return None
+    per_step: list[dict[str, float | None]] = []
+    previous = 0.0
+    for row in rows:
+        step = _num(row.get("step"))
+        if step is None:
+            continue
+        steps, previous = step - previous, step
+        seconds, data = _num(row.get("epoch_time_sec")), _num(row.get("data_load_time_sec"))
+        timed = steps > 0 and seconds is not None and seconds > 0
+        per_step.append(
+            {
+                "step_sec": seconds / steps if timed and seconds is not None else None,
+                "data_sec": data / steps if timed and data is not None else None,
+                "throughput_samples_per_sec": row.get("throughput_samples_per_sec"),
+            }
+        )
+    step_sec = steady_median(per_step, "step_sec")
+    if step_sec is None or step_sec <= 0:
+        return None
+    data = min(steady_median(per_step, "data_sec") or 0.0, step_sec)
+    return WindowTimes(step_sec, steady_median(per_step, "throughput_samples_per_sec"), data)
+
+
 def _ranks(step_times: Sequence[Mapping[str, Any]]) -> tuple[RankTime, ...]:
     """The last epoch's per-rank step times (the steadiest; the first pays for warm-up)."""
     for line in reversed(step_times):
@@ -79,11 +125,13 @@ def size_run(run: RunData, step_times: Sequence[Mapping[str, Any]] = ()) -> Size
     """One run as the advisor sees it; None when it has no steady epoch time yet.
     ``step_times``: the lines of its ``step_times.jsonl``, parsed (empty: none)."""
     summary = summarize(run)
-    if summary.world_size is None or summary.epoch_time is None or summary.epoch_time <= 0:
-        return None
     rows = epoch_rows(run.metrics)
     rj: Mapping[str, Any] = run.run_json or {}
     spec = run.spec
+    windows = window_times(rows)
+    unit_time = windows.step_sec if windows is not None else summary.epoch_time
+    if summary.world_size is None or unit_time is None or unit_time <= 0:
+        return None
     ddp = rj.get("ddp") if isinstance(rj.get("ddp"), Mapping) else {}
     probe_doc = rj.get("allreduce_probe")
     probe: tuple[int, float] | None = None
@@ -95,16 +143,16 @@ def size_run(run: RunData, step_times: Sequence[Mapping[str, Any]] = ()) -> Size
     known_totals = [t for t in totals if t]
     script = spec.get("entry") == "script"
     nodes = summary.nodes or 1
-    return SizeRun(
+    measured = SizeRun(
         run_id=run.run_id,
         world_size=summary.world_size,
         nodes=nodes,
         gpus_per_node=summary.gpus_per_node or max(1, summary.world_size // nodes),
-        epoch_time_sec=summary.epoch_time,
+        epoch_time_sec=unit_time,
         throughput=summary.throughput,
         steps_per_epoch=_int(rj.get("steps_per_epoch")),
         global_batch=summary.global_batch,
-        breakdown=breakdown(rows, summary.epoch_time),
+        breakdown=breakdown(rows, unit_time) if windows is None else None,
         grad_bytes=_int(rj.get("grad_bytes")),
         buckets=_int(ddp.get("buckets")) if isinstance(ddp, Mapping) else None,
         bucket_cap_mb=_num(ddp.get("bucket_cap_mb")) if isinstance(ddp, Mapping) else None,
@@ -120,6 +168,36 @@ def size_run(run: RunData, step_times: Sequence[Mapping[str, Any]] = ()) -> Size
         gpu_mem_total_mib=min(known_totals) if known_totals else None,
         partition=str(spec["partition"]) if spec.get("partition") else None,
         script=script,
+    )
+    return measured if windows is None else _by_steps(measured, windows, rj, spec)
+
+
+def _by_steps(
+    run: SizeRun, windows: WindowTimes, rj: Mapping[str, Any], spec: Mapping[str, Any]
+) -> SizeRun:
+    """An iteration loop's run in the advisor's terms, one optimizer step for an epoch: its
+    samples per step (all ranks) follow from the rate and the step time, the budget is the
+    spec's ``max_steps`` (else run.json's, else the steps done), and the step's time outside
+    the data wait is compute with the all-reduce in it, inferred across the group like any
+    script's."""
+    samples = windows.throughput * windows.step_sec if windows.throughput else None
+    budget = (
+        _int(spec.get("max_steps")) or _int(rj.get("max_steps")) or _int(rj.get("steps_completed"))
+    )
+    return replace(
+        run,
+        epoch_time_sec=windows.step_sec,
+        throughput=windows.throughput,
+        steps_per_epoch=1,
+        global_batch=max(1, round(samples)) if samples else None,
+        breakdown=Breakdown(
+            windows.step_sec - windows.data_sec, windows.data_sec, 0.0, 0.0, _INFERRED
+        ),
+        batch_per_gpu=None,
+        epochs=budget,
+        max_steps_per_epoch=None,
+        train_samples=None,
+        by_steps=True,
     )
 
 

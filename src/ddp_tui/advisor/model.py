@@ -228,6 +228,8 @@ class ScalingModel:
 
     def steps(self, ref: StepTimes, world_size: int) -> float:
         run = ref.run
+        if run.by_steps:  # an iteration loop's unit is one optimizer step at every size
+            return 1.0
         if run.train_samples and run.batch_per_gpu:
             per_rank = math.ceil(run.train_samples / world_size)
             steps = float(math.ceil(per_rank / (run.batch_per_gpu * run.grad_accum)))

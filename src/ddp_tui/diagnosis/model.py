@@ -1,9 +1,10 @@
 """What a diagnosis is made of, and what it is made from.
 
 The classifier (:func:`ddp_tui.diagnosis.classify`) reads a :class:`RunFacts`: the run's
-state and exit code, its ``run.json``, and the tails of the latest attempt's ``.out`` and
-``.err``. It answers a :class:`Diagnosis` whose every claim points at an
-:class:`Evidence` line, or None when it recognises nothing (never a guess).
+state and exit code, its ``run.json``, the tails of the latest attempt's ``.out`` and
+``.err``, a script's ``snapshot.json`` and the runs root's free space. It answers a
+:class:`Diagnosis` whose every claim points at an :class:`Evidence` line, or None when it
+recognises nothing (never a guess).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 #: Bumped whenever the rules change: a diagnosis stored in ``jobs.jsonl`` by an older
 #: version is computed again from the logs instead of being trusted.
-DIAGNOSIS_VERSION = 4
+DIAGNOSIS_VERSION = 5
 #: The most the facade reads of each log for a diagnosis: a tail, so that a 400 MB
 #: ``.out`` costs the same as a small one.
 TAIL_BYTES = 64 * 1024
@@ -25,6 +26,8 @@ TAIL_BYTES = 64 * 1024
 MAX_EVIDENCE_CHARS = 300
 
 SEVERITIES = ("fix", "info", "ok")
+#: Evidence "files" that are read whole or are no file at all: no line number, no "(tail)".
+WHOLE_FILES = ("scheduler", "run.json", "snapshot.json", "df")
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class Evidence:
         """``slurm-12.err:57``, or ``slurm-12.err (near the end)`` where the number is unknown."""
         if self.line is not None:
             return f"{self.file}:{self.line}"
-        whole = self.file in ("scheduler", "run.json") or self.file.startswith("nccl_trace/")
+        whole = self.file in WHOLE_FILES or self.file.startswith("nccl_trace/")
         return self.file if whole else f"{self.file} (tail)"
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,6 +164,12 @@ class RunFacts:
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: What the NCCL flight recorder's dumps say, where the run left any (read by the facade).
     flight: FlightReport | None = None
+    #: The run's ``snapshot.json`` (a script run in snapshot mode): what the snapshot left out.
+    snapshot: Mapping[str, Any] | None = None
+    #: Bytes free on the runs root's filesystem when the facts were read, and that root;
+    #: None where not read (a full disk can keep the job's own last line out of its logs).
+    runs_root_free: int | None = None
+    runs_root: str = ""
 
     def logs(self) -> tuple[LogTail, ...]:
         """The tails to search, ``.err`` first: tracebacks land there."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from ddp_tui.diagnosis.logscan import Scan, clue
-from ddp_tui.diagnosis.model import Diagnosis
-from ddp_tui.diagnosis.rules_base import make, rank_words
+from ddp_tui.diagnosis.model import Diagnosis, Evidence
+from ddp_tui.diagnosis.rules_base import make, rank_words, scheduler_evidence, state_of
 from ddp_tui.jobfiles import WRITE_FAILED_PREFIX
 
 #: errno -> (the OS's words, the short form): ENOSPC, EROFS, EDQUOT.
@@ -38,6 +38,15 @@ _PYTHONS = clue(
     *_WORDS,
 )
 _FREE = re.compile(r"^(?P<free>.+?) free of (?P<total>.+?) on its filesystem$")
+#: Below this much free space on the runs root, a failed job with no error line of its own
+#: is taken to have died of the full disk: its logs, on that disk, could not say so.
+FULL_BELOW_BYTES = 1024 * 1024
+_ADVICE_FULL = (
+    "Free space on that filesystem (old runs' checkpoints/ are the largest files; "
+    "`du -sh` the runs root), or set runs_root (the profile's runs_root, --runs-root) "
+    "to a filesystem with room; then retry: the run resumes from its last checkpoint, "
+    "which a failed write never replaces."
+)
 
 
 def disk_full(scan: Scan) -> Diagnosis | None:
@@ -65,16 +74,36 @@ def disk_full(scan: Scan) -> Diagnosis | None:
             "writable filesystem; then retry."
         )
     else:
-        advice = (
-            "Free space on that filesystem (old runs' checkpoints/ are the largest files; "
-            "`du -sh` the runs root), or set runs_root (the profile's runs_root, --runs-root) "
-            "to a filesystem with room; then retry: the run resumes from its last checkpoint, "
-            "which a failed write never replaces."
-        )
+        advice = _ADVICE_FULL
     return make(
         "disk-full" if errno != 30 else "read-only-disk",
         short,
         f"{who} could not write {what}: {words}.{free} The job stopped there.",
         advice,
         [hit],
+    )
+
+
+def _bytes(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size // 1024} KiB"
+
+
+def disk_full_by_space(scan: Scan) -> Diagnosis | None:
+    """A failed job whose runs root has (almost) no free space left, where no log line
+    says why: the disk filled, and took the job's own words with it."""
+    facts = scan.facts
+    free = facts.runs_root_free
+    if free is None or free >= FULL_BELOW_BYTES or state_of(scan) not in ("FAILED", "NODE_FAIL"):
+        return None
+    if facts.exit_code == 0:
+        return None
+    where = facts.runs_root or "the runs root"
+    return make(
+        "disk-full",
+        "disk full",
+        f"The job failed, and the filesystem of {where} (where its run directory, logs and "
+        f"checkpoints are) had {_bytes(free)} free when ddp-tui looked: it filled while the "
+        "job ran, so the job could not even write its own error line.",
+        _ADVICE_FULL,
+        [scheduler_evidence(scan), Evidence("df", None, f"{where}: {_bytes(free)} free")],
     )

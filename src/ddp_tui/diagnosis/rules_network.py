@@ -23,12 +23,20 @@ _IFNAME_HINT = (
 )
 
 # "... EADDRINUSE, message: address already in use" (c10d), "[Errno 98] Address already in use"
-_IN_USE = clue(r"EADDRINUSE|[Aa]ddress already in use", "EADDRINUSE", "ddress already in use")
+IN_USE = clue(r"EADDRINUSE|[Aa]ddress already in use", "EADDRINUSE", "ddress already in use")
 _PORT = re.compile(
     r"port: (\d+)|(?:\]|\b[A-Za-z][\w.-]*|\b\d+\.\d+\.\d+\.\d+):(\d{2,5})\b"
 )  # "port: 29500", "[::]:29500", "n1:29500", "10.0.0.1:29500"; not a time of day
 # "[W socket.cpp:401]", "api.py:1002]": source locations, whose numbers are not ports.
 _SOURCE_LOCATION = re.compile(r"[\w/.-]+\.(?:cpp|cc|h|py):\d+")
+
+
+def port_of(text: str) -> str:
+    """The port a line names ("port: 29500", "n1:29500"), or ""."""
+    port = _PORT.search(_SOURCE_LOCATION.sub("", text))
+    return (port.group(1) or port.group(2)) if port else ""
+
+
 _TRAINER_RDZV = clue(
     r"rendezvous failed: rank (?P<rank>\d+) of (?P<world>\d+) on (?P<host>\S+) waited on "
     r"(?P<addr>\S+) \(launcher [^,]*, timeout [^)]*\): (?P<error>.*)$",
@@ -105,11 +113,10 @@ def _missing_hosts(scan: Scan) -> str:
 
 
 def address_in_use(scan: Scan) -> Diagnosis | None:
-    hit = scan.find(_IN_USE)
+    hit = scan.find(IN_USE)
     if hit is None:
         return None
-    port = _PORT.search(_SOURCE_LOCATION.sub("", hit.line.text))
-    number = (port.group(1) or port.group(2)) if port else ""
+    number = port_of(hit.line.text)
     trainer = _TRAINER_RDZV.regex.search(hit.line.text)
     address = trainer.group("addr") if trainer else scan.rendezvous()
     what = f"port {number}" if number else "the rendezvous port"

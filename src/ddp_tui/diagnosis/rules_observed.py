@@ -3,10 +3,12 @@
 - A multi-rank job whose processes never trained together ends COMPLETED with exit code 0, and
   its logs look fine: every rank trained on all the data, alone. Only the process group the
   observation layer saw (run.json's ``observed``) tells.
+- Ranks that formed one group but never synchronised their gradients (no DDP or FSDP wrap, no
+  gradient all-reduce): the group is real, the training is not joint.
 - A script that ran to the end but in which no epoch was recognised: nothing observed, nothing
   parsed. Its last lines are the evidence, and a ``--metrics regex:...`` built from them the advice.
 
-Both run before :func:`.rules_state.completed`.
+All run before :func:`.rules_state.completed`.
 """
 
 from __future__ import annotations
@@ -74,6 +76,48 @@ def trained_alone(scan: Scan) -> Diagnosis | None:
     )
 
 
+_SYNC_ADVICE = (
+    "Wrap the model in DistributedDataParallel after init_process_group() "
+    "(model = DistributedDataParallel(model, device_ids=[local_rank]) on GPUs, without "
+    "device_ids on the CPU), or all-reduce and average every gradient between backward() and "
+    "optimizer.step(). Give the DataLoader a DistributedSampler so that each rank gets its own "
+    "share of the data."
+)
+
+
+def no_grad_sync(scan: Scan) -> Diagnosis | None:
+    """Ranks that formed one group and each stepped an optimizer, but never synchronised their
+    gradients: no DDP or FSDP wrap, no gradient all-reduce (run.json's ``observed.sync``)."""
+    run = scan.facts.run_json
+    observed = run.get("observed") if isinstance(run, dict) else None
+    if not isinstance(observed, dict) or observed.get("group") != "formed":
+        return None
+    sync = observed.get("sync")
+    world = observed.get("world_size")
+    if not isinstance(sync, dict) or sync.get("state") != "never":
+        return None
+    if not isinstance(world, int) or world < 2:
+        return None
+    evidence = [Evidence("run.json", None, f"observed.sync = never: {sync.get('reason')}")]
+    divergence = observed.get("divergence")
+    diverged = ""
+    if isinstance(divergence, dict) and divergence.get("evidence"):
+        evidence.append(
+            Evidence("run.json", None, f"observed.divergence: {divergence['evidence']}")
+        )
+        if divergence.get("diverged"):
+            diverged = " Their weights diverged, as the evidence shows."
+    return make(
+        "no-grad-sync",
+        "gradients never synchronised",
+        f"The {world} ranks formed one {observed.get('backend')} group but never synchronised "
+        f"their gradients: {sync.get('reason')}. Each rank trained its own copy of the model, "
+        f"so the job trained {world} different models instead of one.{diverged}",
+        _SYNC_ADVICE,
+        evidence,
+    )
+
+
 #: How the job script's own lines start (sbatch_templates/_job.sbatch.j2).
 JOB_SCRIPT_PREFIX = "[ddp-tui] "
 #: The last lines of output shown as evidence when no epoch was recognised.
@@ -87,6 +131,8 @@ def no_epochs(scan: Scan) -> Diagnosis | None:
     if facts.entry != "script" or state_of(scan) != "COMPLETED" or not isinstance(run, dict):
         return None
     if facts.exit_code not in (0, None) or run.get("epochs_completed") or facts.out is None:
+        return None
+    if run.get("step_windows"):  # a loop with no epochs: its step windows are the rows
         return None
     if run.get("metrics_source") == "none":
         return None
@@ -110,5 +156,7 @@ def no_epochs(scan: Scan) -> Diagnosis | None:
         "The script ran to the end, but no epochs were recognised: the observation layer saw "
         "no training loop it knows, and no metrics preset matched the output.",
         advice,
-        [facts.out.evidence(n, text) for n, text in lines[-LAST_LINES:]],
+        # A script that printed nothing: run.json's count is the evidence.
+        [facts.out.evidence(n, text) for n, text in lines[-LAST_LINES:]]
+        or [Evidence("run.json", None, "epochs_completed = 0, and the script printed nothing")],
     )

@@ -140,7 +140,8 @@ def advise_group(
     if not size_runs:
         raise NoAdvice(
             f"group {group!r}: no run has a steady epoch yet (the first epoch is warm-up, so a "
-            "run needs two completed epochs)"
+            "run needs two completed epochs; an iteration loop, two step windows that say "
+            "their seconds)"
         )
     like = runs[0].spec
     return advise(

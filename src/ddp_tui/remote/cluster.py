@@ -25,7 +25,7 @@ from ddp_tui.remote.diagnosing import (
     stall_note,
 )
 from ddp_tui.remote.events import NotifyEvent
-from ddp_tui.remote.executor import Batch, Executor, ExecutorError, ReadResult
+from ddp_tui.remote.executor import Batch, CommandResult, Executor, ExecutorError, ReadResult
 from ddp_tui.remote.followers import FollowPass, MetricsCache, TelemetryCache
 from ddp_tui.remote.following import Following
 from ddp_tui.remote.group_control import GroupRetry, cancel_group, retry_group
@@ -61,6 +61,7 @@ from ddp_tui.remote.scheduler import (
 )
 from ddp_tui.remote.scripts import prepare_script
 from ddp_tui.remote.shells import ShellPlan, job_status, plan_shell
+from ddp_tui.remote.space import free_of, free_space_command
 from ddp_tui.remote.stacks import (
     DEFAULT_TIMEOUT_SEC,
     SavedStacks,
@@ -329,8 +330,9 @@ class Cluster:
         fpass = self.following.begin(self._info(follow)) if follow else None
         listing_reads = self.store.listing_reads()
         poll_cmds = self.scheduler.poll_commands(polled) if poll else []
+        space_cmds = self._space_commands()
         batch = Batch(
-            commands=[self.store.listing_command(), *poll_cmds],
+            commands=[self.store.listing_command(), *poll_cmds, *space_cmds],
             reads=[*listing_reads, *(r.request() for r in table)],
         )
         if fpass is not None:
@@ -346,10 +348,13 @@ class Cluster:
         n = len(listing_reads) + len(table)
         for reader, res in zip(table, result.reads[len(listing_reads) : n], strict=True):
             reader.read_new(res)
+        polls = result.commands[1 : 1 + len(poll_cmds)]
+        if space_cmds:
+            self._note_space(result.commands[-1])
         error: str | None = None
         self._listed = True
         try:
-            statuses = self.scheduler.parse_poll(polled, result.commands[1:]) if poll else {}
+            statuses = self.scheduler.parse_poll(polled, polls) if poll else {}
             self._connection = "ok"
             if poll:  # a complete answer: what it did not mention, the scheduler does not know
                 states.observe_complete_poll(polled, statuses)
@@ -411,14 +416,28 @@ class Cluster:
         readers = self.table.requests(ended)
         if not readers:
             return None
+        space_cmds = self._space_commands()
         try:
-            result = self.executor.run_batch(Batch(reads=[r.request() for r in readers]))
+            result = self.executor.run_batch(
+                Batch(commands=space_cmds, reads=[r.request() for r in readers])
+            )
         except ExecutorError as exc:
             self.table.unread_end(ended)  # read them at the next refresh instead
             return str(exc)
         for reader, res in zip(readers, result.reads, strict=True):
             reader.read_new(res)
+        if space_cmds:
+            self._note_space(result.commands[-1])
         return None
+
+    def _space_commands(self) -> list[Sequence[str]]:
+        """The runs root's free-space command, where a diagnosis is being read: a full disk
+        keeps a job's own last words out of its logs (rules_disk.disk_full_by_space)."""
+        return [free_space_command(self.store.root)] if self.table.diagnosing else []
+
+    def _note_space(self, answer: CommandResult) -> None:
+        self.table.runs_root_free = free_of(answer)
+        self.table.runs_root = self.store.root
 
     def _cancel_stalled(self, views: Sequence[RunView]) -> str | None:
         """Cancel each stalled job once, leaving a note that says why (the profile's
@@ -516,9 +535,13 @@ class Cluster:
             return None
         reads = DiagnosisReads(info.ref, status.job_id, spec=self.table.spec_of(info))
         readers = reads.readers()
-        result = self.executor.run_batch(Batch(reads=[r.request() for r in readers]))
+        batch = Batch(
+            commands=[free_space_command(self.store.root)], reads=[r.request() for r in readers]
+        )
+        result = self.executor.run_batch(batch)
         for reader, res in zip(readers, result.reads, strict=True):
             reader.read_new(res)
+        reads.runs_root_free, reads.runs_root = free_of(result.commands[0]), self.store.root
         return diagnose(self.table.spec_of(info), status, reads)
 
     def estimated_start(self, run_id: str) -> str:

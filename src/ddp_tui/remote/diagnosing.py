@@ -7,6 +7,11 @@ refresh's one batch, and turns the answers into :class:`~ddp_tui.diagnosis.RunFa
 - an ended attempt: the last :data:`~ddp_tui.diagnosis.TAIL_BYTES` of its ``.out`` and
   ``.err``, ``run.json``, whether ``checkpoints/latest.pt`` exists, and the note ddp-tui
   leaves when it cancels a stalled job itself (:data:`STALL_FILE`);
+- an ended script run in snapshot mode also: its ``snapshot.json`` (what the snapshot left
+  out, for a file the script could not find);
+- where the caller asks (``ddp-tui why``, a refresh that diagnoses), the free space of the
+  runs root's filesystem: a command in the same batch (:func:`~ddp_tui.remote.space.
+  free_space_command`), since a full disk keeps the job's own last words out of its logs;
 - an ended NCCL attempt also: its ranks' flight recorder dumps,
   ``nccl_trace/<job id>/rank_<N>`` (:class:`FlightReads`: the first :data:`MAX_DUMP_RANKS`
   ranks, at most :data:`DUMP_BUDGET` bytes in all; a missing dump costs a failed open);
@@ -33,7 +38,14 @@ from ddp_tui.diagnosis.stall import Heartbeat, Stall, stall_of
 from ddp_tui.jobfiles import HEARTBEAT_DIR
 from ddp_tui.remote.executor import FileRead, FileStat, ReadResult
 from ddp_tui.remote.followers import Feedable, JsonFileReader
-from ddp_tui.remote.runs import CHECKPOINT_FILE, PROGRESS_FILE, RUN_JSON, RunRef, attempt_logs
+from ddp_tui.remote.runs import (
+    CHECKPOINT_FILE,
+    PROGRESS_FILE,
+    RUN_JSON,
+    SNAPSHOT_FILE,
+    RunRef,
+    attempt_logs,
+)
 from ddp_tui.remote.scheduler import JobStatus
 from ddp_tui.remote.states import JobState
 from ddp_tui.spec import ExperimentSpec
@@ -176,6 +188,11 @@ class DiagnosisReads:
         self.run_json = JsonFileReader(ref.file(RUN_JSON))
         self.checkpoint = StatRead(ref.file(CHECKPOINT_FILE))
         self.stall_note = JsonFileReader(ref.file(STALL_FILE))
+        snapshot = spec is not None and spec.entry == "script" and spec.code_mode == "snapshot"
+        self.snapshot = JsonFileReader(ref.file(SNAPSHOT_FILE)) if snapshot else None
+        #: Set by the caller from a free-space command in the same batch; None: not asked.
+        self.runs_root_free: int | None = None
+        self.runs_root = ""
         ranks = flight_ranks(spec) if spec is not None else 0
         self.flight = (
             FlightReads(ref, job_id, ranks, spec.world_size) if spec is not None and ranks else None
@@ -184,6 +201,8 @@ class DiagnosisReads:
     def readers(self) -> list[Feedable]:
         found: list[Feedable] = [self.out, self.err, self.run_json, self.checkpoint]
         found.append(self.stall_note)
+        if self.snapshot is not None:
+            found.append(self.snapshot)
         return found + (self.flight.readers() if self.flight is not None else [])
 
     @property
@@ -220,6 +239,9 @@ def facts_of(spec: ExperimentSpec, status: JobStatus, reads: DiagnosisReads) -> 
         dataset=spec.dataset,
         data_root=spec.data_root,
         flight=reads.flight.report() if reads.flight is not None else None,
+        snapshot=reads.snapshot.data if reads.snapshot is not None else None,
+        runs_root_free=reads.runs_root_free,
+        runs_root=reads.runs_root,
     )
 
 

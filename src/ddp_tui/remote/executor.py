@@ -15,7 +15,7 @@ import stat as stat_mod
 import subprocess
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,20 +31,32 @@ def walk_files(
     *,
     skip_dirs: Collection[str] = CACHE_DIRS,
     skip_suffixes: tuple[str, ...] = CACHE_SUFFIXES,
+    on_skip: Callable[[str, str], None] | None = None,
 ) -> Iterator[tuple[str, str]]:
     """Every file under the local directory ``root`` as (path, POSIX path relative to
     ``root``), sorted, without the directories named in ``skip_dirs`` or the files ending
     in ``skip_suffixes``. Symlinked directories are not entered (they could loop); a
-    symlink to a file is listed like a file."""
+    symlink to a file is listed like a file. ``on_skip(arcname, why)`` hears of each
+    directory (``dir/``) or file left out, ``why`` being "pattern" or "link"."""
     for current, dirs, files in os.walk(root):
-        dirs[:] = sorted(
-            d for d in dirs if d not in skip_dirs and not os.path.islink(os.path.join(current, d))
-        )
         rel = os.path.relpath(current, root)
         prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        kept = []
+        for d in sorted(dirs):
+            if d in skip_dirs:
+                if on_skip is not None:
+                    on_skip(f"{prefix}{d}/", "pattern")
+            elif os.path.islink(os.path.join(current, d)):
+                if on_skip is not None:
+                    on_skip(f"{prefix}{d}/", "link")
+            else:
+                kept.append(d)
+        dirs[:] = kept
         for name in sorted(files):
             if not name.endswith(skip_suffixes):
                 yield os.path.join(current, name), prefix + name
+            elif on_skip is not None:
+                on_skip(prefix + name, "pattern")
 
 
 def check_arcname(arcname: str) -> str:

@@ -37,6 +37,7 @@ RUN_DIRECTORY: Final = "run directory"
 _QUOTE_MAX = 40
 #: The most epochs a run can have: the spec's own limit.
 MAX_EPOCHS: Final = FIELDS["epochs"].maximum or 100_000
+MAX_STEPS: Final = FIELDS["max_steps"].maximum or 10**12
 MAX_WORLD_SIZE: Final = MAX_NODES * MAX_PROCS_PER_NODE
 
 
@@ -309,6 +310,10 @@ _RUN_JSON: Final[Mapping[str, FieldCheck]] = {
     "task": optional(text),
     "epochs": optional(whole(0, MAX_EPOCHS)),
     "epochs_completed": optional(whole(0, MAX_EPOCHS)),
+    # A script's steps (an iteration loop's progress and its step windows).
+    "max_steps": optional(whole(1, MAX_STEPS)),
+    "steps_completed": optional(whole(0, MAX_STEPS)),
+    "step_windows": optional(whole(0, MAX_STEPS)),
     "epoch_offset": optional(whole(0, 1)),
     "job_id": optional(job_id),
     "started_at": optional(text),
@@ -355,8 +360,10 @@ def check_run_json(doc: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 
 _PROGRESS: Final[Mapping[str, FieldCheck]] = {
-    "epoch": whole(0, MAX_EPOCHS),
-    "step": whole(0, 10**12),
+    # null for a script with no epochs: its progress is by steps (of max_steps, where known).
+    "epoch": optional(whole(0, MAX_EPOCHS)),
+    "max_steps": optional(whole(1, MAX_STEPS)),
+    "step": whole(0, MAX_STEPS),
     "steps_per_epoch": whole(0, 10**12),
     "loss": optional(number(-math.inf, math.inf)),
     "samples_per_sec": optional(number()),
@@ -368,6 +375,14 @@ def check_progress(rec: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """A ``progress.jsonl`` line without its wrong fields (an epoch of ``Infinity``), and
     what was wrong with them. A loss may be NaN: training does diverge."""
     return clean_record(rec, _PROGRESS)
+
+
+def finite_step(value: object) -> int | None:
+    """A metrics row's step as a whole number, or None where it cannot be one."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        step = int(value)
+        return step if 0 <= step <= MAX_STEPS else None
+    return None
 
 
 def finite_epoch(value: object) -> int | None:

@@ -88,6 +88,10 @@ class RunTable:
         # run id -> (job id, diagnosis) computed in this process from the logs' tails
         self._diagnoses: dict[str, tuple[str, Diagnosis | None]] = {}
         self._diagnosing: dict[str, DiagnosisReads] = {}
+        #: The runs root's free bytes, read in the refresh that read the logs' tails (the
+        #: facade sets it); a diagnosis may need it (rules_disk.disk_full_by_space).
+        self.runs_root_free: int | None = None
+        self.runs_root = ""
         self._stored: dict[int, Diagnosis | None] = {}  # id(end record) -> its diagnosis
         self._activity: dict[str, Activity] = {}
         # run id -> its table readers, checked, and what they found wrong (by file name)
@@ -131,6 +135,11 @@ class RunTable:
                 out += self._activity_reads(info)
             out += self._watched[info.run_id]
         return out
+
+    @property
+    def diagnosing(self) -> bool:
+        """Some ended run's logs are being read for its diagnosis."""
+        return bool(self._diagnosing)
 
     def _wants_diagnosis(self, info: RunInfo, final: JobStatus) -> bool:
         if info.kind != "train" or self._stored_diagnosis(info, final.job_id) is not None:
@@ -179,6 +188,7 @@ class RunTable:
         reads = self._diagnosing.get(info.run_id)
         if reads is not None and reads.job_id == final.job_id and reads.done:
             del self._diagnosing[info.run_id]
+            reads.runs_root_free, reads.runs_root = self.runs_root_free, self.runs_root
             spec = self.spec_of(info)
             self._diagnoses[info.run_id] = (final.job_id, diagnose(spec, final, reads))
         done = self._diagnoses.get(info.run_id)

@@ -16,7 +16,7 @@ import os
 import socket
 import stat as stat_mod
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,14 @@ MAX_FILES = 100_000
 EARLY_STOP_FACTOR = 2
 #: How many of the largest files the too-large message names.
 LARGEST = 5
+#: How many left-out paths ``snapshot.json`` names (the counts per reason cover the rest):
+#: enough for the diagnosis to match a missing file, bounded for a repository that
+#: ignores thousands of generated files.
+MAX_EXCLUDED = 200
+#: Why a path was left out of the snapshot (``snapshot.json`` ``excluded.counts``' keys).
+EXCLUDED_GITIGNORE = "gitignore"  # git ignores it (.gitignore, .git/info/exclude, global)
+EXCLUDED_PATTERN = "pattern"  # SKIP_DIRS / SKIP_SUFFIXES: caches, environments, checkpoints
+EXCLUDED_LINK = "link"  # a link out of the project or a dangling one, a fifo, a socket
 
 # Caches and checkpoints are outputs, not code: they are rebuilt or rewritten by the run
 # itself, are often far bigger than the code, and a stale checkpoint copied into a fresh
@@ -85,6 +93,11 @@ class SnapshotManifest:
     dirty: bool | None
     #: The largest files, (arcname, bytes), largest first.
     largest: tuple[tuple[str, int], ...]
+    #: What was left out: the first :data:`MAX_EXCLUDED` (arcname, reason), sorted; a
+    #: directory left out whole is one entry ending in ``/``.
+    excluded: tuple[tuple[str, str], ...] = ()
+    #: How many paths each reason left out, all of them (``EXCLUDED_*``).
+    excluded_counts: tuple[tuple[str, int], ...] = ()
 
     @property
     def file_count(self) -> int:
@@ -106,6 +119,11 @@ class SnapshotManifest:
             "commit": self.commit,
             "dirty": self.dirty,
             "upload_sec": None if upload_sec is None else round(upload_sec, 3),
+            # Read by the diagnosis: a FileNotFoundError for one of these is the snapshot's.
+            "excluded": {
+                "paths": [{"path": arc, "reason": why} for arc, why in self.excluded],
+                "counts": dict(self.excluded_counts),
+            },
         }
 
 
@@ -119,15 +137,18 @@ def build_manifest(project_dir: Path, *, max_bytes: int) -> SnapshotManifest:
         raise SnapshotError(f"the project directory {root} is not a directory")
     real_root = root.resolve()
     listed = _git_listing(root)
+    left_out = _LeftOut()
     if listed is None:
         candidates: Iterable[tuple[str, str]] = walk_files(
-            root, skip_dirs=SKIP_DIRS, skip_suffixes=SKIP_SUFFIXES
+            root, skip_dirs=SKIP_DIRS, skip_suffixes=SKIP_SUFFIXES, on_skip=left_out.add
         )
         commit: str | None = None
         dirty: bool | None = None
     else:
-        candidates = _from_git(root, listed)
+        candidates = _from_git(root, listed, left_out)
         commit, dirty = _git_state(root)
+        for arc in _git_ignored(root):
+            left_out.add(arc, EXCLUDED_GITIGNORE)
     files: list[tuple[str, str]] = []
     sizes: list[tuple[int, str]] = []  # a min-heap of the largest files seen
     total = 0
@@ -136,6 +157,7 @@ def build_manifest(project_dir: Path, *, max_bytes: int) -> SnapshotManifest:
     for path, arc in candidates:
         size = _size_inside(path, real_root)
         if size is None:
+            left_out.add(arc, EXCLUDED_LINK)
             continue
         files.append((path, arc))
         total += size
@@ -152,7 +174,33 @@ def build_manifest(project_dir: Path, *, max_bytes: int) -> SnapshotManifest:
             _too_large(root, total, len(files), max_bytes, largest, stopped, git=listed is not None)
         )
     files.sort(key=lambda f: f[1])
-    return SnapshotManifest(str(root), tuple(files), total, commit, dirty, largest)
+    return SnapshotManifest(
+        str(root),
+        tuple(files),
+        total,
+        commit,
+        dirty,
+        largest,
+        excluded=tuple(sorted(left_out.paths)),
+        excluded_counts=tuple(sorted(left_out.counts.items())),
+    )
+
+
+class _LeftOut:
+    """The paths left out of a snapshot: the first :data:`MAX_EXCLUDED`, and every count."""
+
+    def __init__(self) -> None:
+        self.paths: list[tuple[str, str]] = []
+        self.counts: dict[str, int] = {}
+
+    def add(self, arc: str, reason: str) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        if len(self.paths) < MAX_EXCLUDED:
+            self.paths.append((arc, reason))
+
+    def under(self, prefix: str) -> Callable[[str, str], None]:
+        """:meth:`add` for paths relative to the directory ``prefix`` of the project."""
+        return lambda arc, reason: self.add(prefix + arc, reason)
 
 
 def _mb(size: int) -> str:
@@ -250,18 +298,31 @@ def _git_listing(root: Path) -> list[str] | None:
     return sorted({os.fsdecode(p) for p in res.stdout.split(b"\0") if p})
 
 
-def _from_git(root: Path, listed: list[str]) -> Iterator[tuple[str, str]]:
+def _git_ignored(root: Path) -> list[str]:
+    """What git ignores under ``root``, relative to it; a directory ignored whole is one
+    entry ending in ``/`` (``--directory``: git does not list a huge ignored tree)."""
+    res = _git(root, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
+    if res is None or res.returncode != 0:
+        return []
+    return sorted(os.fsdecode(p) for p in res.stdout.split(b"\0") if p)
+
+
+def _from_git(root: Path, listed: list[str], left_out: _LeftOut) -> Iterator[tuple[str, str]]:
     base = str(root)
     for rel in listed:
         # A trailing slash is an untracked nested repository; a submodule is listed as
         # its directory. git does not look inside either: walk them like any directory.
         rel = rel.rstrip("/")
         if _skipped(rel):
+            left_out.add(rel, EXCLUDED_PATTERN)
             continue
         path = os.path.join(base, rel)  # strings, not Paths: this runs once per file
         if os.path.isdir(path) and not os.path.islink(path):
             for sub, arc in walk_files(
-                Path(path), skip_dirs=SKIP_DIRS, skip_suffixes=SKIP_SUFFIXES
+                Path(path),
+                skip_dirs=SKIP_DIRS,
+                skip_suffixes=SKIP_SUFFIXES,
+                on_skip=left_out.under(f"{rel}/"),
             ):
                 yield sub, f"{rel}/{arc}"
         else:

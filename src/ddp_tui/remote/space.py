@@ -9,7 +9,7 @@ runs root or, before the first submit made it, the nearest directory above it th
 from __future__ import annotations
 
 from ddp_tui.errors import DdpTuiError
-from ddp_tui.remote.executor import Executor, ExecutorError
+from ddp_tui.remote.executor import CommandResult, Executor, ExecutorError
 
 MIB = 1024 * 1024
 #: What a run needs beyond its snapshot and code: logs, metrics, telemetry and at least one
@@ -27,13 +27,23 @@ class NoRoom(DdpTuiError):
 _DF = 'p=$1; while [ ! -e "$p" ]; do p=$(dirname -- "$p"); done; df -Pk -- "$p"'
 
 
+def free_space_command(path: str) -> list[str]:
+    """The command whose answer :func:`free_of` reads: to join a batch."""
+    return ["sh", "-c", _DF, "sh", path]
+
+
 def free_bytes(executor: Executor, path: str) -> int | None:
     """Bytes free to an unprivileged writer on ``path``'s filesystem; None if unknown (no
     ``df``, an answer it could not parse): then nothing is refused on a guess."""
     try:
-        res = executor.run(["sh", "-c", _DF, "sh", path], timeout=30)
+        res = executor.run(free_space_command(path), timeout=30)
     except ExecutorError:
         return None
+    return free_of(res)
+
+
+def free_of(res: CommandResult) -> int | None:
+    """The free bytes in :func:`free_space_command`'s answer; None where it has none."""
     lines = res.stdout.strip().splitlines()
     if not res.ok or len(lines) < 2:
         return None

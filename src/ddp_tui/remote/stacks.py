@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ddp_tui.diagnosis.fork_hang import fork_hang_cause, python_of
 from ddp_tui.diagnosis.stacks import (
     FAULTHANDLER,
     OK,
@@ -259,6 +260,7 @@ class StacksTaken:
     stuck: tuple[StuckRank, ...] = ()
     saved: tuple[str, ...] = ()  # the files written
     notes: tuple[str, ...] = field(default=())
+    cause: str = ""  # a likely cause the stacks show (diagnosis/fork_hang.py), or ""
 
     @property
     def groups(self) -> list[StackGroup]:
@@ -273,6 +275,7 @@ class StacksTaken:
         every process's stack."""
         head = [f"job {self.job_id}, taken in {self.seconds:.2f} s"]
         head += [f"note: {n}" for n in self.notes]
+        head += [self.cause] if self.cause else []
         table = ["", "which ranks are stuck:"] + [f"  {r.summary}" for r in self.stuck]
         return stacks_text(self.processes, taken_at=self.taken_at, head=head, after=table)
 
@@ -292,6 +295,7 @@ class StacksTaken:
             ],
             "stuck": [r.to_dict() for r in self.stuck],
             "stuck_summary": self.stuck_summary,
+            "cause": self.cause,
             "processes": [p.to_dict() for p in self.processes],
             "saved": list(self.saved),
             "notes": list(self.notes),
@@ -351,6 +355,12 @@ def take_stacks(
     progress = _progress(executor, ref, regs)
     started = {r.rank: r.time for r in regs if r.rank is not None}
     stuck = tuple(stuck_ranks(progress, processes, now=now, started=started))
+    headers = {r.pid: r.header for r in regs}
+    cause = fork_hang_cause(
+        processes,
+        python={p.pid: python_of(headers.get(p.pid, {}), p.text) for p in processes},
+        quiet={r.rank: r.quiet_sec for r in stuck},
+    )
     iso, stem = _stamp(now)
     taken = StacksTaken(
         run_id=ref.run_id,
@@ -360,6 +370,7 @@ def take_stacks(
         processes=tuple(processes),
         stuck=stuck,
         notes=tuple(notes),
+        cause=cause,
     )
     return _save(executor, ref, stem, taken)
 
@@ -486,6 +497,7 @@ class SavedStacks:
     taken_at: str
     job_id: str
     stuck_summary: str  # "" when no rank was behind
+    cause: str = ""  # a likely cause the stacks showed, or ""
 
 
 def last_saved(executor: Executor, ref: RunRef) -> SavedStacks | None:
@@ -510,6 +522,7 @@ def last_saved(executor: Executor, ref: RunRef) -> SavedStacks | None:
         taken_at=str(doc.get("taken_at", "")),
         job_id=str(doc.get("job_id", "")),
         stuck_summary=str(doc.get("stuck_summary") or ""),
+        cause=str(doc.get("cause") or ""),
     )
 
 
@@ -521,9 +534,10 @@ def stacks_before_cancel(executor: Executor, scheduler: Scheduler, ref: RunRef, 
     """Take and save every rank's stack of a stalled job about to be cancelled (the profile's
     ``cancel_stalled``), since the cancel ends the processes that could tell where they
     waited; returns the stuck-ranks summary for the stall note, "" where none could be taken
-    (a script run with ``--observe off``, a node out of reach): the cancel goes on anyway."""
+    (a script run with ``--observe off``, a node out of reach): the cancel goes on anyway.
+    A likely cause the stacks show follows the summary."""
     try:
         taken = take_stacks(executor, scheduler, ref, job_id, timeout=BEFORE_CANCEL_TIMEOUT_SEC)
     except (DdpTuiError, ExecutorError, SchedulerError):
         return ""
-    return taken.stuck_summary
+    return "; ".join(text for text in (taken.stuck_summary, taken.cause) if text)

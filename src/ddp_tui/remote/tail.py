@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from ddp_tui.jobfiles import json_objects
+from ddp_tui.jobfiles import json_objects, row_position
 from ddp_tui.remote.executor import Batch, Executor, FileRead, ReadResult
 
 T = TypeVar("T")
@@ -265,8 +265,8 @@ class PlotSample:
                 for c in self.columns:
                     self._lo[c].append(None)
                     self._hi[c].append(None)
-        x = row.get("epoch")
-        if x is None or not math.isfinite(x):
+        x = row_position(row)  # its epoch, or a step window's step
+        if x is None:
             return  # nothing to place it at
         isfinite, los, his, last = math.isfinite, self._lo, self._hi, self._last
         for c in self.columns:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddp_tui.preflight_report import PreflightSummary, summarize
-from ddp_tui.remote.run_damage import Damage, finite_epoch
+from ddp_tui.remote.run_damage import Damage, finite_epoch, finite_step
 from ddp_tui.remote.scheduler import JobStatus
 from ddp_tui.remote.states import JobState
 from ddp_tui.spec import ExperimentSpec
@@ -59,7 +59,13 @@ def verify_run(
     else:
         # An epoch of NaN or inf is no epoch: it counts as a gap, never as a traceback.
         epochs = [finite_epoch(r.get("epoch")) for r in files.metrics if r.get("epoch") is not None]
-        checks += training_checks(spec, state, files.run_json, epochs)
+        # A script with no epochs: its rows are step windows (an empty epoch, a step).
+        windows = [
+            finite_step(r.get("step"))
+            for r in files.metrics
+            if r.get("epoch") is None and r.get("step") is not None
+        ]
+        checks += training_checks(spec, state, files.run_json, epochs, windows)
         checks += checkpoint_checks(spec, files)
     checks.append(accounting_check(state.is_terminal, files.accounting_saved))
     return checks
@@ -108,9 +114,10 @@ def training_checks(
     state: JobState,
     run_json: Mapping[str, Any] | None,
     epochs: Sequence[int | None],
+    windows: Sequence[int | None] = (),
 ) -> list[Check]:
     """Nodes, world size and backend (as the ranks formed them, where a user's script was
-    observed), and every epoch."""
+    observed), and every epoch (or, for a script with none, every logged step window)."""
     hosts = [str(h) for h in run_json.get("hosts", [])] if run_json else []
     ws = run_json.get("world_size") if run_json else None
     be = run_json.get("backend") if run_json else None
@@ -120,12 +127,15 @@ def training_checks(
     observed = run_json.get("observed") if run_json else None
     group: list[Check] = []
     how = ""
+    want_ws = spec.world_size
     if isinstance(observed, dict) and observed.get("group") != "unknown":
         ws, be, how = observed.get("world_size"), observed.get("backend"), " as formed"
+        want_ws, spawned = expected_world(spec, observed)
+        how += spawned
         if observed.get("group") == "none":  # no group: each process is a world of its own
             ws, be, how = 1, None, " (no process group)"
             want_be = None if spec.world_size == 1 else want_be
-        group = [group_check(spec, observed)]
+        group = [group_check(spec, observed), *sync_checks(spec, observed)]
     elif spec.entry == "script" and run_json:
         how = " as launched (not observed)"
     return [
@@ -137,17 +147,59 @@ def training_checks(
         *group,
         Check(
             "world size and backend match the spec",
-            None if not run_json else ws == spec.world_size and (want_be in (None, be)),
+            None if not run_json else ws == want_ws and (want_be in (None, be)),
             f"world size {ws} (spec {spec.world_size}), backend {be} (spec {spec.backend}){how}",
         ),
-        Check(
-            "every epoch is in metrics.csv",
-            every if not state.is_active else None,
-            f"{len(epochs)}/{spec.epochs} epochs"
-            + ("" if _ascending(epochs) else " (duplicates or gaps)")
-            + (NONE_RECOGNISED if spec.entry == "script" and not epochs else ""),
-        ),
+        rows_check(spec, state, run_json, epochs, windows, every),
     ]
+
+
+#: The row check of a script with no epochs (an iteration loop): its step windows.
+WINDOWS_CHECK = "every logged window is in metrics.csv"
+
+
+def rows_check(
+    spec: ExperimentSpec,
+    state: JobState,
+    run_json: Mapping[str, Any] | None,
+    epochs: Sequence[int | None],
+    windows: Sequence[int | None],
+    every: bool,
+) -> Check:
+    """Every epoch asked for; a script's epochs where it was asked for none; or, for a
+    script with no epochs, every step window its wrapper made (run.json's ``step_windows``),
+    and its step budget reached where one is known."""
+    pending = state.is_active
+    script = spec.entry == "script"
+    if script and not epochs and (windows or spec.epochs is None):
+        made = run_json.get("step_windows") if run_json else None
+        made = made if isinstance(made, int) else None
+        ok = bool(windows) and _ascending(windows) and (made is None or len(windows) >= made)
+        detail = f"{len(windows)}/{made if made is not None else len(windows)} logged windows"
+        if not windows:
+            detail = "no rows: no epochs and no step windows were recognised"
+        budget = run_json.get("max_steps") if run_json else None
+        done = run_json.get("steps_completed") if run_json else None
+        if isinstance(budget, int) and budget > 0:
+            reached = isinstance(done, int) and done >= budget
+            ok = ok and reached
+            detail += f"; {done if isinstance(done, int) else 0}/{budget} steps"
+        if not _ascending(windows):
+            detail += " (duplicates or gaps)"
+        return Check(WINDOWS_CHECK, None if pending else ok, detail)
+    if script and spec.epochs is None:  # epochs nobody asked a number of: each one is a row
+        return Check(
+            "every epoch is in metrics.csv",
+            None if pending else _ascending(epochs),
+            f"{len(epochs)} epochs" + ("" if _ascending(epochs) else " (duplicates or gaps)"),
+        )
+    return Check(
+        "every epoch is in metrics.csv",
+        None if pending else every,
+        f"{len(epochs)}/{spec.epochs} epochs"
+        + ("" if _ascending(epochs) else " (duplicates or gaps)")
+        + (NONE_RECOGNISED if script and not epochs else ""),
+    )
 
 
 def _ascending(epochs: Sequence[int | None]) -> bool:
@@ -156,13 +208,44 @@ def _ascending(epochs: Sequence[int | None]) -> bool:
     return len(known) == len(epochs) and all(a < b for a, b in itertools.pairwise(known))
 
 
+def expected_world(spec: ExperimentSpec, observed: Mapping[str, Any]) -> tuple[int, str]:
+    """The world size a script's group should have, and how that was worked out: the
+    launched processes, times the processes each starts where the script spawns its own."""
+    spawn = observed.get("spawn")
+    nprocs = spawn.get("nprocs") if isinstance(spawn, Mapping) else None
+    if not isinstance(nprocs, int) or nprocs < 1:
+        return spec.world_size, ""
+    return spec.world_size * nprocs, f", {nprocs} spawned by each of the {spec.world_size} launched"
+
+
 def group_check(spec: ExperimentSpec, observed: Mapping[str, Any]) -> Check:
     """The ranks of a user's script formed one process group and trained in it."""
     state = observed.get("group")
     reason = str(observed.get("reason") or state)
-    if spec.world_size < 2:
+    if expected_world(spec, observed)[0] < 2:
         return Check("the process trained", state != "unknown", reason)
     return Check("the ranks trained in one process group", state == "formed", reason)
+
+
+#: The check of a group's gradient synchronisation (``why``: no-grad-sync).
+SYNC_CHECK = "the ranks synchronised their gradients"
+
+
+def sync_checks(spec: ExperimentSpec, observed: Mapping[str, Any]) -> list[Check]:
+    """Ranks in one group that trained together: a DDP/FSDP wrap or gradient all-reduces
+    were seen (observed.sync). Only for a group that formed: the group check already fails
+    one that did not, and a sync state nobody observed is not checked."""
+    sync = observed.get("sync")
+    if observed.get("group") != "formed" or not isinstance(sync, Mapping):
+        return []
+    state = sync.get("state")
+    if state not in ("synchronised", "never") or expected_world(spec, observed)[0] < 2:
+        return []
+    detail = str(sync.get("reason") or state)
+    divergence = observed.get("divergence")
+    if state == "never" and isinstance(divergence, Mapping) and divergence.get("evidence"):
+        detail += f"; {divergence['evidence']}"
+    return [Check(SYNC_CHECK, state == "synchronised", detail)]
 
 
 def checkpoint_checks(spec: ExperimentSpec, files: RunFiles) -> list[Check]:

@@ -62,10 +62,25 @@ def progress_of(doc: Mapping[str, Any] | None) -> Progress | None:
     return Progress(
         epoch=clean["epoch"],
         step=clean["step"],
-        steps_per_epoch=clean.get("steps_per_epoch", 0),
+        steps_per_epoch=clean.get("steps_per_epoch") or 0,
         loss=num(clean.get("loss")),
         samples_per_sec=num(clean.get("samples_per_sec")),
+        max_steps=clean.get("max_steps"),
     )
+
+
+def steps_of(
+    spec: ExperimentSpec, run_json: Mapping[str, Any] | None, progress: Progress | None
+) -> tuple[int | None, int | None]:
+    """A script's steps done and its step budget (the spec's, else what its wrapper read from
+    its arguments), for progress by steps; (None, None) where neither is known."""
+    done = run_json.get("steps_completed") if run_json else None
+    if progress is not None and progress.epoch is None:
+        done = max(progress.step, done or 0)
+    total = spec.max_steps or (run_json.get("max_steps") if run_json else None)
+    if total is None and progress is not None:
+        total = progress.max_steps
+    return done, total
 
 
 def build_view(
@@ -88,6 +103,8 @@ def build_view(
     last = metrics[-1] if metrics else {}
     metric = "val_rmse" if spec.task == "regression" else "val_acc"
     rj = check_run_json(run_json)[0] if run_json is not None else None
+    now = progress_of(progress) if state.is_active else None
+    steps_done, steps_total = steps_of(spec, rj, progress_of(progress))
     return RunView(
         run_id=info.run_id,
         name=spec.name,
@@ -99,13 +116,15 @@ def build_view(
         state=state,
         reason=status.reason if status else ("" if job_id else "not submitted"),
         elapsed_sec=status.elapsed_sec if status else 0.0,
-        epochs_done=len(metrics),
-        epochs_total=spec.epochs,
+        epochs_done=sum(1 for r in metrics if r.get("epoch") is not None),
+        epochs_total=spec.epochs or 0,
+        steps_done=steps_done,
+        steps_total=steps_total,
         last_train_loss=num(last.get("train_loss")),
         last_val_metric=num(last.get(metric)),
         val_metric_name=metric,
         throughput=num(last.get("throughput_samples_per_sec")),
-        progress=progress_of(progress) if state.is_active else None,
+        progress=now,
         hosts=tuple(rj.get("hosts", ())) if rj else (),  # checked: a list of texts
         world_size=rj.get("world_size") if rj else None,
         backend=rj.get("backend") if rj else None,

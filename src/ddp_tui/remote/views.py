@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.diagnosis.pending import pending_reason
-from ddp_tui.diagnosis.stall import Heartbeat, Stall
+from ddp_tui.diagnosis.stall import Heartbeat, Stall, duration_label
 from ddp_tui.preflight_report import PreflightSummary
 from ddp_tui.remote.events import NotifyEvent
 from ddp_tui.remote.run_damage import DAMAGED, Damage
@@ -40,11 +40,12 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Progress:
-    epoch: int
+    epoch: int | None  # None: a script with no epochs, whose progress is by steps
     step: int
     steps_per_epoch: int
     loss: float | None
     samples_per_sec: float | None
+    max_steps: int | None = None  # a script's step budget, where known
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ class RunView:
     elapsed_sec: float = 0.0
     epochs_done: int = 0
     epochs_total: int = 0
+    #: A script with no epochs (an iteration loop): optimizer steps done, and its budget.
+    steps_done: int | None = None
+    steps_total: int | None = None
     last_train_loss: float | None = None
     last_val_metric: float | None = None
     val_metric_name: str = "val_acc"
@@ -131,10 +135,30 @@ class RunView:
 
     @property
     def epoch_label(self) -> str:
-        """Epochs done of the total, or a preflight's result (it has no epochs)."""
+        """Epochs done of the total, steps of a loop with no epochs (``450/600 it``), or a
+        preflight's result (it has no epochs)."""
         if self.preflight is not None:
             return self.preflight.label
+        if self.by_steps:
+            total = f"/{self.steps_total}" if self.steps_total else ""
+            eta = self.eta_sec if self.state.is_active else None
+            left = f", {duration_label(eta)} left" if eta is not None else ""
+            return f"{self.steps_done or 0}{total} it{left}"
         return f"{self.epochs_done}/{self.epochs_total}" if self.epochs_total else "-"
+
+    @property
+    def by_steps(self) -> bool:
+        """Progress is by steps: the run has no epoch rows, and its wrapper counts its steps (a
+        script's budget alone says nothing of an epoch loop before its first epoch)."""
+        return self.epochs_done == 0 and self.steps_done is not None
+
+    @property
+    def eta_sec(self) -> float | None:
+        """Seconds left at the pace so far, for a run by steps with a known budget."""
+        done, total = self.steps_done, self.steps_total
+        if not self.by_steps or not done or not total or self.elapsed_sec <= 0:
+            return None
+        return max(total - done, 0) * self.elapsed_sec / done
 
 
 @dataclass(frozen=True)

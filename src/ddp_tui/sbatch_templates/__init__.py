@@ -19,6 +19,7 @@ from typing import Any, Final
 import jinja2
 
 from ddp_tui.spec import (
+    FIELDS,
     ExperimentSpec,
     FieldError,
     SpecError,
@@ -118,7 +119,7 @@ def trainer_args(spec: ExperimentSpec) -> list[str]:
             args += ["--synthetic-shape", s.synthetic_shape]
     args += [
         "--epochs",
-        str(s.epochs),
+        str(s.epochs or FIELDS["epochs"].default),  # validated: the trainer's is never None
         "--batch-size",
         str(s.batch_per_gpu),
     ]
@@ -181,7 +182,11 @@ def script_launch_args(spec: ExperimentSpec, run_dir: str) -> list[str]:
         args += ["--column", f"{src}={dst}"]
     if s.samples_per_epoch is not None:
         args += ["--samples-per-epoch", str(s.samples_per_epoch)]
-    args += ["--epochs", str(s.epochs), "--world-size", str(s.world_size), "--backend", s.backend]
+    if s.epochs is not None:
+        args += ["--epochs", str(s.epochs)]
+    if s.max_steps is not None:
+        args += ["--max-steps", str(s.max_steps)]
+    args += ["--world-size", str(s.world_size), "--backend", s.backend]
     if s.launcher == "srun":
         args.append("--local-env-from-slurm")
     if s.observe == "off":

@@ -31,6 +31,10 @@ ALIASES: dict[str, str] = {
     "train_accuracy": "train_acc",
     "training_accuracy": "train_acc",
     "top1": "train_acc",
+    "train_top1": "train_acc",
+    "eval_top1": "val_acc",  # timm's summary.csv
+    "val_top1": "val_acc",
+    "test_top1": "val_acc",
     "valid_loss": "val_loss",
     "validation_loss": "val_loss",
     "eval_loss": "val_loss",
@@ -55,6 +59,10 @@ ALIASES: dict[str, str] = {
     "samples_per_sec": "throughput_samples_per_sec",
     "samples_per_second": "throughput_samples_per_sec",
     "samples_s": "throughput_samples_per_sec",
+    "tokens_s": "tokens_per_sec",
+    "tok_s": "tokens_per_sec",
+    "tokens_per_second": "tokens_per_sec",
+    "tokens_sec": "tokens_per_sec",
     "num_samples": SAMPLES,
     "n_samples": SAMPLES,
 }

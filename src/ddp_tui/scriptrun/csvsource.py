@@ -116,6 +116,8 @@ class CsvSource:
             return
         self._seen = (name, st.st_mtime, st.st_size)
         self._epochs = fold(text, self.column_map)
+        for record in self._epochs.values():
+            record.source = os.path.basename(name)
 
     def _hand_on(self, upto: int | None) -> list[EpochRecord]:
         out: list[EpochRecord] = []

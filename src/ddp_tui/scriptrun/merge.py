@@ -63,6 +63,9 @@ class ObservedRows:
         kept = self.parsed[record.epoch]
         kept.values.update(record.values)
         kept.extras.update(record.extras)
+        # Values from several sources (stderr's lines, a summary CSV) merge: each column keeps
+        # the source of the value it holds.
+        kept.sources.update({c: record.source_of(c) for c in (*record.values, *record.extras)})
         if record.samples is not None:
             kept.samples = record.samples
         index = self.parsed_order.index(record.epoch)
@@ -118,20 +121,23 @@ class ObservedRows:
         number = int(observed["epoch"])
         if observed.get("source") == "loader":
             number += self.loader_base
-        row = EpochRecord(number)
+        row = EpochRecord(number, source="observed")
         if observed.get("source") not in _FRAMEWORKS and index < len(self.parsed_order):
             parsed = self.parsed[self.parsed_order[index]]
             row.values.update(parsed.values)
             row.extras.update(parsed.extras)
             row.samples = parsed.samples
+            row.sources.update({c: parsed.source_of(c) for c in (*parsed.values, *parsed.extras)})
         own = observed.get("values")
         if isinstance(own, dict):
             contract, extras = framework_values(own)
             row.values.update(contract)
             row.extras.update(extras)
+            row.sources.update(dict.fromkeys((*contract, *extras), "observed"))
         contract, extras = self.logged.get(int(observed["epoch"]), ({}, {}))
         row.values.update(contract)
         row.extras.update(extras)
+        row.sources.update(dict.fromkeys((*contract, *extras), "observed"))
         seconds = observed.get("seconds")
         if isinstance(seconds, (int, float)):
             row.values["epoch_time_sec"] = float(seconds)

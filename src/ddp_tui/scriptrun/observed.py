@@ -37,6 +37,9 @@ class _Journal:
     notes: list[str] = field(default_factory=list)
     phases: list[dict[str, Any]] = field(default_factory=list)
     last_epoch: dict[str, Any] | None = None
+    sync: dict[str, Any] | None = None  # the last sync record (observe/sync.py)
+    checksums: dict[int, float] = field(default_factory=dict)  # optimizer step -> checksum
+    spawn: dict[str, Any] | None = None
 
     def started_before(self, since: float) -> bool:
         started = self.process.get("t")
@@ -63,6 +66,10 @@ class _Journal:
             self.process = record
         elif kind == "group":
             self.group = record
+        elif kind == "sync":
+            self._sync(record)
+        elif kind == "spawn":
+            self.spawn = record
         elif kind in _TRAINING:
             self.trained = True
             if kind == "epoch":
@@ -79,6 +86,22 @@ class _Journal:
             )
         elif kind == "note":
             self.notes.append(f"{record.get('hook')}: {record.get('error')}")
+
+    def _sync(self, record: dict[str, Any]) -> None:
+        """A process that stepped an optimizer trained, whether or not an epoch was seen (an
+        iteration loop with no DataLoader has none)."""
+        self.sync = record
+        steps, checksum = record.get("steps"), record.get("checksum")
+        if isinstance(steps, int) and steps > 0:
+            self.trained = True
+            if isinstance(checksum, (int, float)):
+                self.checksums[steps] = float(checksum)
+
+    @property
+    def rank(self) -> int | None:
+        """Its group rank, or else the rank its launcher gave it."""
+        rank = (self.group or {}).get("rank", self.process.get("env_rank"))
+        return rank if isinstance(rank, int) else None
 
 
 class Observations:
@@ -133,6 +156,8 @@ class Observations:
             sum(len(j.framework) for j in js),
             sum(j.device is not None for j in js),
             sum(len(j.notes) for j in js),
+            sum(j.spawn is not None for j in js),
+            sum(j.sync is not None and j.sync.get("steps") == 1 for j in js),
         )
 
     def summary(self, launched: int) -> dict[str, Any]:
@@ -167,8 +192,17 @@ class Observations:
                 frameworks.setdefault(
                     name, {k: v for k, v in record.items() if k not in ("kind", "t", "name")}
                 )
-        state, reason = _verdict(groups, alone, world, ranks, launched, frameworks)
+        spawners = [j.spawn for j in journals if j.spawn is not None]
+        spawn = (
+            {"launchers": len(spawners), "nprocs": spawners[0].get("nprocs")} if spawners else None
+        )
+        state, reason = _verdict(groups, alone, world, ranks, launched, frameworks, spawn)
         notes = sorted({n for j in journals for n in j.notes})
+        trained = [j for j in journals if j.sync is not None]
+        sync = sync_summary([j.sync for j in trained if j.sync is not None])
+        extra: dict[str, Any] = {"spawn": spawn} if spawn else {}
+        if sync["state"] != "synchronised" and (divergence := _divergence(trained)):
+            extra["divergence"] = divergence
         return {
             "group": state,
             "reason": reason,
@@ -183,6 +217,8 @@ class Observations:
             # Rank 0's test, validate and predict runs: never epochs, but their metrics.
             "phases": self.main.phases if self.main is not None else [],
             "notes": notes,
+            "sync": sync,
+            **extra,
         }
 
 
@@ -197,6 +233,7 @@ def _verdict(
     ranks: list[dict[str, Any]],
     launched: int,
     frameworks: dict[str, Any],
+    spawn: dict[str, Any] | None = None,
 ) -> tuple[str, str]:
     """``formed``, ``none`` (no group), ``split`` (not one group of every rank), ``alone`` (a
     group formed, but the framework ran each process on its own), or ``unknown``; and why."""
@@ -209,8 +246,25 @@ def _verdict(
     if world is None:
         sizes = sorted({int(g.get("world_size") or 0) for g in groups})
         return "split", f"the processes formed groups of different sizes: {sizes}"
+    spawned = (
+        f"the script spawned {spawn['nprocs']} processes in each of {spawn['launchers']} "
+        "launcher process(es); "
+        if spawn
+        else ""
+    )
     if world == 1 and launched > 1:
         return "split", "each process formed a group of its own (world size 1)"
+    if len(ranks) > world:  # the same ranks twice: worlds of their own, side by side
+        return "split", (
+            f"{spawned}{len(ranks)} processes formed {-(-len(ranks) // world)} separate groups "
+            f"of world size {world}"
+        )
+    spawned_total = int(spawn["launchers"]) * int(spawn["nprocs"] or 0) if spawn else 0
+    if spawned_total > len(ranks):  # a launcher's spawned world failed to form, or never joined
+        return "split", (
+            f"{spawned}only {len(ranks)} of those {spawned_total} processes joined a group "
+            f"(of world size {world})"
+        )
     if len({r["rank"] for r in ranks}) != world:
         return "split", f"{len(ranks)} process(es) joined a group of world size {world}"
     accelerate = frameworks.get("accelerate")
@@ -221,7 +275,75 @@ def _verdict(
             f"Accelerate ran each process on its own (distributed type {kind}, "
             f"{count} process), though a group of {world} was formed"
         )
-    return "formed", f"{world} process(es) formed one {ranks[0]['backend']} group"
+    return "formed", f"{spawned}{world} process(es) formed one {ranks[0]['backend']} group"
+
+
+def sync_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the processes that stepped an optimizer synchronised their gradients: run.json's
+    ``observed.sync`` from each one's last ``sync`` record. A DDP or FSDP wrap in any of them
+    counts; gradient all-reduces count as the fewest steps any process synchronised. Ranks
+    that only sent tensors point to point may be a pipeline's stages: not judged."""
+    if not records:
+        return {"ddp": False, "fsdp": False, "grad_sync_steps": 0, "steps": 0,
+                "state": "unknown", "reason": "no optimizer step was observed"}  # fmt: skip
+    ddp = any(r.get("ddp") is True for r in records)
+    fsdp = any(r.get("fsdp") is True for r in records)
+    synced = min(_count(r.get("grad_allreduce_steps")) for r in records)
+    steps = max(_count(r.get("steps")) for r in records)
+    if ddp or fsdp:
+        state, reason = (
+            "synchronised",
+            ("DistributedDataParallel wrapped the model" if ddp else "FSDP sharded the model"),
+        )
+    elif synced:
+        state, reason = (
+            "synchronised",
+            (f"the gradients were all-reduced before {synced} of {steps} optimizer steps"),
+        )
+    elif any(r.get("p2p") is True for r in records):  # pipeline stages: nothing to average
+        state, reason = (
+            "unknown",
+            "no gradient all-reduce, but the ranks sent tensors point to point (pipeline "
+            "stages?): not judged",
+        )
+    else:
+        state, reason = (
+            "never",
+            (
+                "no DistributedDataParallel or FSDP wrap, and no gradient all-reduce before any "
+                f"of the {steps} optimizer steps observed"
+            ),
+        )
+    return {"ddp": ddp, "fsdp": fsdp, "grad_sync_steps": synced, "steps": steps,
+            "state": state, "reason": reason}  # fmt: skip
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def _divergence(journals: list[_Journal]) -> dict[str, Any] | None:
+    """Evidence that the ranks trained different models: their parameter checksums at the
+    latest optimizer step every rank wrote one for (each trained rank's first parameters)."""
+    by_rank = {j.rank: j.checksums for j in journals if j.rank is not None and j.checksums}
+    if len(by_rank) < 2:
+        return None
+    common = set.intersection(*(set(c) for c in by_rank.values()))
+    if not common:
+        return None
+    step = max(common)
+    ranks = [{"rank": r, "checksum": by_rank[r][step]} for r in sorted(by_rank)]
+    values = [r["checksum"] for r in ranks]
+    diverged = max(values) - min(values) > 1e-6 * max(1.0, *(abs(v) for v in values))
+    text = ", ".join(f"rank {r['rank']} {r['checksum']:.5g}" for r in ranks)
+    return {
+        "step": step,
+        "ranks": ranks,
+        "diverged": diverged,
+        "evidence": f"after optimizer step {step} the ranks' parameter checksums "
+        + ("differ" if diverged else "agree")
+        + f": {text}",
+    }
 
 
 def _all_records(path: Path) -> list[dict[str, Any]]:

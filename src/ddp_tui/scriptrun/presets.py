@@ -16,7 +16,7 @@ from .columns import SAMPLES, canonical, normalise
 from .records import EpochRecord, Record, StepRecord, collect, number
 
 #: Values of ``metrics`` besides ``regex:PATTERN`` and ``csv:PATH``.
-LINE_PRESETS = ("epoch-line", "key-value", "hf-dict", "tqdm")
+LINE_PRESETS = ("epoch-line", "key-value", "hf-dict", "tqdm", "step-line")
 METRICS_PRESETS = ("auto", "helper", *LINE_PRESETS, "none")
 REGEX_PREFIX = "regex:"
 CSV_PREFIX = "csv:"
@@ -33,6 +33,14 @@ _STEP = re.compile(
     r"\b(?:step|iter|iteration|batch)\b\s*[:=]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?", re.I
 )
 _BRACKET = re.compile(r"^\s*\[\s*(\d+)\s*/\s*(\d+)")
+# An iteration loop's line (nanoGPT's ``iter 100: loss 4.2, time 20.5ms`` and its evaluation
+# ``step 500: train loss 4.1, val loss 4.3``): the step word leads the line's own text, after
+# at most a logging prefix that ends in ``:``, ``|``, ``]`` or ``-``.
+_STEP_HEAD = re.compile(
+    r"(?:^|[:|\]\-]\s*|^\s*\[\s*)(?:step|iter|iteration|it)\b\s*[:=#]?\s*(\d+)(?:\s*/\s*(\d+))?"
+    r"\s*\]?\s*[:|,]?",
+    re.I,
+)
 _TQDM = re.compile(
     r"(?P<desc>[^|]*?)\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*"
     r"\[(?P<inner>[^\]]*)\]"
@@ -40,6 +48,16 @@ _TQDM = re.compile(
 _TQDM_EPOCH = re.compile(r"epoch\s*[:=]?\s*(\d+)", re.I)
 _TQDM_RATE = re.compile(rf"({_NUM})\s*(it/s|s/it)")
 _DICT_MARKS = str.maketrans("", "", "'\"{}")
+# ``loss 0.52 (0.61)``: an AverageMeter's value and running average. The average is what a row
+# takes: at an epoch's last line it is the epoch's mean (meters.py says more).
+_RUNNING = re.compile(rf"(?<![\w.])({_NUM})\s*\(\s*({_NUM})\s*\)")
+
+
+def _averages(text: str) -> str:
+    """``loss 0.52 (0.61)`` -> ``loss 0.61``; a line without ``(`` is returned as it is."""
+    return _RUNNING.sub(r"\2", text) if "(" in text else text
+
+
 _HF_PAIR = re.compile(rf"""['"]([^'"]+)['"]\s*:\s*(?:np\.float\d*\()?({_NUM})""")
 
 
@@ -70,7 +88,7 @@ def parse_epoch_line(line: str) -> Record | None:
         return None
     epoch = int(head.group(1))
     # Quotes and braces off: ``epoch 0: {'accuracy': 0.65, 'f1': 0.79}`` (Accelerate's examples).
-    rest = line[head.end() :].translate(_DICT_MARKS)
+    rest = _averages(line[head.end() :].translate(_DICT_MARKS))
     values, samples = collect(_without_epoch(_pairs(_LOOSE_PAIR, rest)))
     step = _step_record(epoch, rest, values)
     if step is not None:
@@ -80,13 +98,33 @@ def parse_epoch_line(line: str) -> Record | None:
     return EpochRecord(epoch, values, samples=samples)
 
 
+def parse_step_line(line: str) -> StepRecord | None:
+    """``iter 100: loss 4.2, time 20.5ms`` or ``step 500: train loss 4.1, val loss 4.3``: a
+    step of a loop with no epochs, with at least one value. Lines naming an epoch are left to
+    the epoch presets."""
+    head = _STEP_HEAD.search(line)
+    if head is None or _EPOCH_HEAD.search(line) is not None:
+        return None
+    values, _ = collect(_pairs(_LOOSE_PAIR, line[head.end() :].translate(_DICT_MARKS)))
+    values.pop("step", None)
+    if not values:
+        return None
+    total = int(head.group(2)) if head.group(2) else None
+    return StepRecord(
+        step=int(head.group(1)),
+        steps_per_epoch=total,
+        loss=values.get("train_loss"),
+        values=values,
+    )
+
+
 def parse_key_value(line: str) -> Record | None:
     """``epoch=3 loss=0.2 val_acc=0.9`` or ``epoch: 3, loss: 0.2``: the epoch is one of the keys."""
     found = _KV_EPOCH.search(line)
     if found is None:
         return None
     epoch = int(found.group(1))
-    values, samples = collect(_without_epoch(_pairs(_KV_PAIR, line)))
+    values, samples = collect(_without_epoch(_pairs(_KV_PAIR, _averages(line))))
     step = _step_record(epoch, line[found.end() :], values)
     if step is not None:
         return step

@@ -19,11 +19,20 @@ class EpochRecord:
     extras: dict[str, str] = field(default_factory=dict)  # extra column -> text
     samples: float | None = None  # samples this epoch, for throughput
     helper: bool = False  # from a reporting helper's line
+    #: Where the values came from (run.json's ``metric_sources``): ``stdout``, ``stderr``,
+    #: ``helper``, ``regex``, ``observed`` or a file's name; ``sources`` names a column's own
+    #: where a row merges several.
+    source: str = ""
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def source_of(self, column: str) -> str:
+        return self.sources.get(column, self.source)
 
 
 @dataclass
 class StepRecord:
-    """A progress report inside an epoch (script numbering, like :class:`EpochRecord`)."""
+    """A progress report inside an epoch (script numbering, like :class:`EpochRecord`), or,
+    with no epoch, a step line of an iteration loop (``iter 100: loss 4.2``)."""
 
     epoch: int | None = None
     step: int | None = None
@@ -32,6 +41,10 @@ class StepRecord:
     steps_per_sec: float | None = None
     samples_per_sec: float | None = None
     helper: bool = False
+    source: str = ""  # as EpochRecord's: ``stdout``, ``stderr``, ...
+    #: The line's other values (an evaluation's ``val loss``, the ``lr``): a step window's row
+    #: takes them where the script has no epochs.
+    values: dict[str, float] = field(default_factory=dict)
 
 
 Record = EpochRecord | StepRecord

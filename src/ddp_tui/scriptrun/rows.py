@@ -17,10 +17,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from ddp_tui.jobfiles import csv_cell, writing
+from ddp_tui.jobfiles import RunRecord, csv_cell, writing
 
 from .columns import COLUMNS
 from .records import EpochRecord, StepRecord
+
+
+def note_sources(
+    info: RunRecord, found: dict[str, str], implied: dict[str, str] | None = None
+) -> None:
+    """run.json's ``metric_sources``: where each column's values came from (the newest row's
+    say; ``implied`` only where a column has no source yet), rewritten only when it changes."""
+    sources = dict(info.data.get("metric_sources") or {})
+    merged = {**(implied or {}), **sources}
+    merged.update({column: source for column, source in found.items() if source})
+    if merged != sources:
+        info.update(metric_sources=dict(sorted(merged.items())))
 
 
 class EpochNumbering:
@@ -46,7 +58,10 @@ class EpochNumbering:
 
 class MetricsFile:
     """``metrics.csv``: rows of earlier attempts are kept; this attempt's epochs are appended,
-    or replace the row of an epoch that is already there (one atomic rewrite)."""
+    or replace the row of an epoch that is already there (one atomic rewrite).
+
+    A script with no epochs has step windows instead (:mod:`.windows`): rows keyed by their
+    ``step``, their ``epoch`` cell empty, after any epoch rows."""
 
     def __init__(
         self,
@@ -64,8 +79,11 @@ class MetricsFile:
         self.samples_per_epoch = samples_per_epoch
         self._last = self._clock_start = time.monotonic() if start is None else start
         self._mine: set[int] = set()  # epochs this attempt has written
+        self.windows: dict[int, dict[str, str]] = {}  # step -> its window's row
+        self._mine_windows: set[int] = set()
         self.rows: dict[int, dict[str, str]] = self._load()
         self._loaded = dict(self.rows)
+        self._loaded_windows = dict(self.windows)
         self._rewrite()
 
     def _load(self) -> dict[int, dict[str, str]]:
@@ -77,11 +95,15 @@ class MetricsFile:
                 kept = [c for c in reader.fieldnames or () if c and c not in self.header]
                 self.header += tuple(kept)
                 for row in reader:
+                    cells = {k: v or "" for k, v in row.items() if k}
                     try:
                         epoch = int(row.get("epoch") or "")
                     except ValueError:
+                        step = row.get("step") or ""
+                        if not row.get("epoch") and step.isdigit():
+                            self.windows[int(step)] = cells  # an earlier attempt's window
                         continue
-                    rows[epoch] = {k: v or "" for k, v in row.items() if k}
+                    rows[epoch] = cells
         except FileNotFoundError:
             pass
         return rows
@@ -96,7 +118,9 @@ class MetricsFile:
         if not self._mine:
             return
         self._mine.clear()
+        self._mine_windows.clear()
         self.rows = dict(self._loaded)
+        self.windows = dict(self._loaded_windows)
         self._last = self._clock_start
         self.numbering.forget_attempt()
         self._rewrite()
@@ -109,6 +133,42 @@ class MetricsFile:
     @property
     def epochs_completed(self) -> int:
         return max(self.rows, default=0)
+
+    @property
+    def windows_written(self) -> int:
+        return len(self.windows)
+
+    def add_window(self, step: int, values: dict[str, float]) -> bool:
+        """Write one step window's row (a script with no epochs); False: nothing changed."""
+        cells = {k: csv_cell(v) for k, v in values.items()}
+        grown = [k for k in cells if k not in self.header]
+        self.header += tuple(grown)
+        if step in self._mine_windows:  # the same step again (an evaluation after its log)
+            row = {**self.windows[step], **cells}
+            if row == self.windows[step] and not grown:
+                return False
+            self.windows[step] = row
+            self._rewrite()
+            return True
+        self._mine_windows.add(step)
+        row = {"epoch": "", "step": str(step), "world_size": csv_cell(self.world_size), **cells}
+        append = not grown and step > max(self.windows, default=-1)
+        self.windows[step] = row
+        if append:
+            self._append(row)
+        else:  # a resumed attempt redoing a step, or a new column: rewrite
+            self._rewrite()
+        return True
+
+    def forget_windows(self) -> None:
+        """Drop this attempt's windows: the script has epochs after all, and they are the rows."""
+        if self._mine_windows:
+            for step in self._mine_windows:
+                self.windows.pop(step, None)
+                if step in self._loaded_windows:
+                    self.windows[step] = self._loaded_windows[step]
+            self._mine_windows.clear()
+            self._rewrite()
 
     def add(self, record: EpochRecord, now: float | None = None) -> int | None:
         """Write one epoch's record; the contract epoch written, or None (nothing changed)."""
@@ -167,8 +227,10 @@ class MetricsFile:
 
     def _rewrite(self) -> None:
         """Replace the file in one rename; a failed write (RunWriteError) leaves it as it was."""
-        text = self._line({c: c for c in self.header}) + "".join(
-            self._line(self.rows[e]) for e in sorted(self.rows)
+        text = (
+            self._line({c: c for c in self.header})
+            + "".join(self._line(self.rows[e]) for e in sorted(self.rows))
+            + "".join(self._line(self.windows[s]) for s in sorted(self.windows))
         )
         tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         try:
@@ -202,6 +264,9 @@ class ProgressFile:
         self._fh: TextIO | None = None
         self._written = float("-inf")
         self._pending: StepRecord | None = None
+        #: A script with no epochs: lines carry no epoch, and the step budget where known.
+        self.by_steps = False
+        self.max_steps: int | None = None
 
     def add(self, record: StepRecord, now: float | None = None) -> None:
         self._pending = record
@@ -222,6 +287,15 @@ class ProgressFile:
             self._fh.flush()
 
     def _line(self, r: StepRecord) -> dict[str, object]:
+        if self.by_steps:
+            return {
+                "time": time.time(),
+                "epoch": None,
+                "step": r.step,
+                "max_steps": self.max_steps,
+                "loss": r.loss,
+                "samples_per_sec": r.samples_per_sec,
+            }
         epoch = self.numbering.shift(r.epoch) if r.epoch is not None else self.current_epoch()
         rate = r.samples_per_sec
         if rate is None and r.steps_per_sec and self.samples_per_epoch and r.steps_per_epoch:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ddp_tui.jobfiles import EXIT_WRITE_FAILED, RunRecord, RunWriteError
 
+from .budget import steps_budget
 from .columns import EXIT_REQUEUE
 from .csvsource import CsvSource
 from .merge import ObservedRows
@@ -40,7 +41,8 @@ from .observe import BOOT_DIR, ENV_FLAG
 from .observed import Observations
 from .presets import CSV_PREFIX, check_metrics_source
 from .records import EpochRecord, Record
-from .rows import EpochNumbering, MetricsFile, ProgressFile
+from .reportfiles import read_reports
+from .rows import EpochNumbering, MetricsFile, ProgressFile, note_sources
 from .runinfo import (
     RUN_JSON,
     append_rank_line,
@@ -49,6 +51,7 @@ from .runinfo import (
     utc_now,
     write_requeue_request,
 )
+from .step_rows import StepRows
 from .stream import BarParser, StdoutParser
 
 if TYPE_CHECKING:
@@ -60,8 +63,6 @@ _PIPE_SIZE = 1 << 20  # fewer, larger reads at high output rates (Linux only; be
 _TICK_SEC = 1.0  # CSV polls and throttled progress lines
 #: How long a script stopped for a failed write may take to end on SIGTERM before SIGKILL.
 WRITE_FAILED_GRACE_SEC = 10.0
-# Sources that read tqdm bars, which tqdm (and Hugging Face) draw on stderr by default.
-_BAR_SOURCES = ("auto", "tqdm")
 # The child's pipe fd -> (our fd it is copied to, its parser, the name a parsing bug reports).
 _Streams = dict[int, tuple[int, Callable[[bytes], None], str]]
 
@@ -79,6 +80,7 @@ class Options:
     local_env_from_slurm: bool
     observe: bool
     command: list[str]  # SCRIPT.py ARGS... or -m MODULE ARGS...
+    max_steps: int | None = None  # the spec's; else read from the script's arguments
 
 
 def _column(text: str) -> tuple[str, str]:
@@ -103,6 +105,7 @@ def parse_args(argv: Sequence[str]) -> Options:
     p.add_argument("--column", type=_column, action="append", default=[], metavar="SRC=DST")
     p.add_argument("--samples-per-epoch", type=int, default=None)
     p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--max-steps", type=int, default=None, help="the script's step budget")
     p.add_argument("--world-size", type=int, default=None)
     p.add_argument("--backend", default=None)
     p.add_argument("--local-env-from-slurm", action="store_true")
@@ -130,6 +133,7 @@ def parse_args(argv: Sequence[str]) -> Options:
         local_env_from_slurm=ns.local_env_from_slurm,
         observe=ns.observe == "on",
         command=command,
+        max_steps=ns.max_steps,
     )
 
 
@@ -256,10 +260,16 @@ class Rank0:
             lambda offset: self.info.update(epoch_offset=offset),
         )
         self.parser = StdoutParser("none" if opts.metrics.startswith(CSV_PREFIX) else opts.metrics)
-        # By convention logs go to stdout and progress bars to stderr: stderr is read for bars
-        # only, so a traceback or a warning never becomes a metric, and helper lines (printed
-        # to stdout by report.py) and the other presets stay stdout-only.
-        self.bars = BarParser() if opts.metrics in _BAR_SOURCES else None
+        # tqdm draws its bars on stderr, and Python's logging writes there by default (timm's
+        # "Train: 0 [ 1/2 (100%)]  Loss: 1.57 (1.50)"): with `auto` stderr gets every preset
+        # but the helper's lines (report.py prints those to stdout), each only on the lines it
+        # recognises, so a traceback is no metric. `tqdm` reads its bars there, nothing else;
+        # a named line preset or a regex reads stdout only, as asked.
+        self.bars: BarParser | StdoutParser | None = None
+        if opts.metrics == "auto":
+            self.bars = StdoutParser("auto", stream="stderr")
+        elif opts.metrics == "tqdm":
+            self.bars = BarParser()
         self.csv: CsvSource | None = None
         extras = self.parser.extra_columns
         if opts.metrics.startswith(CSV_PREFIX):
@@ -284,6 +294,9 @@ class Rank0:
             lambda: self.metrics.epochs_completed + 1,
             samples_per_epoch=opts.samples_per_epoch,
         )
+        self.steps = StepRows(
+            self.metrics, self.progress, self.info, opts.max_steps or steps_budget(opts.command)
+        )
 
     def _records(self, records: Sequence[Record]) -> None:
         """Parsed records: rows and progress, unless observed epochs and steps are the rows."""
@@ -292,6 +305,10 @@ class Rank0:
             if isinstance(record, EpochRecord):
                 observed = self.rows.parsed_epoch(record)
                 rows += observed if self._observed_rows() else [record]
+            elif record.epoch is None and record.values and self.steps.on and not record.helper:
+                # A loop with no epochs: a logged step line is a step window (a tqdm bar's
+                # redraws, which carry no values of their own, stay progress).
+                self.steps.line(record)
             elif not (self.rows.steps_seen and self._observed_rows()):
                 self.progress.add(record)
         self._rows(rows)
@@ -304,8 +321,43 @@ class Rank0:
         done = self.metrics.epochs_completed
         for row in rows:
             self.metrics.add(row)
+        self._note_sources(rows)
         if self.metrics.epochs_completed != done:
+            self.steps.epochs_seen()
             self.info.update(epochs_completed=self.metrics.epochs_completed, **self._hosts())
+
+    def _note_sources(self, rows: Sequence[EpochRecord]) -> None:
+        found: dict[str, str] = {}
+        implied: dict[str, str] = {}
+        for row in rows:
+            if row.source:  # the wrapper times a parsed epoch by when its lines appeared
+                implied.setdefault("epoch_time_sec", row.source)
+            found.update({column: row.source_of(column) for column in (*row.values, *row.extras)})
+        note_sources(self.info, found, implied)
+
+    def _read_reports(self) -> None:
+        """The files the script wrote about itself (reportfiles.py), once it has ended: with
+        ``auto`` only, as one more source after its lines. A file's epoch that neither an
+        observed epoch nor a line made a row makes none: its time would be the wrapper's."""
+        if self.opts.metrics != "auto" or self.parser.helper_seen:
+            return
+        found = read_reports(self.opts.cwd, self.wall, skip=self.run_dir)
+        joined = self._observed_rows()
+        epochs = [r for r in found.epochs if joined or r.epoch in self.rows.parsed]
+        if joined and not self.rows.parsed:
+            # Joined by order to this attempt's observed epochs: a file that holds a resumed
+            # run's whole history gives its last epochs, the ones this attempt trained.
+            epochs = _last_epochs(epochs, len(self.rows.epochs))
+        self._records(epochs)
+        for finals in found.finals:
+            order = self.rows.parsed_order
+            epoch = finals.epoch if finals.epoch is not None else (order[-1] if order else None)
+            have = self.rows.parsed.get(epoch) if epoch is not None else None
+            if have is None:
+                continue
+            values = {k: v for k, v in finals.values.items() if k not in have.values}
+            if values:
+                self._records([EpochRecord(have.epoch, values, source=finals.source)])
 
     def _observe(self) -> None:
         """Read the journals: the main one's epochs and steps, everyone's group for run.json.
@@ -334,8 +386,9 @@ class Rank0:
             # At once, record by record: the numbering is decided again by the first observed
             # epoch, before a step of the next epoch (in the same read) can decide it.
             self._rows(made)
+            self.steps.journal(record, self.rows.world_size)
             step = self.rows.step(record)
-            if step is not None:
+            if step is not None and not (step.epoch is None and self.steps.on):
                 self.progress.add(step)
         shape = self.observations.shape()
         if shape != self._observed_shape:  # a group formed, a framework spoke: say so now
@@ -393,6 +446,7 @@ class Rank0:
             self._records(self.csv.finish())
 
     def _tick(self) -> None:
+        self.steps.tick()
         self.progress.tick()
         if self.csv is not None:
             self._records(self.csv.poll())
@@ -437,6 +491,8 @@ class Rank0:
         try:
             self._guarded("end", self._finish_parsing)
             self._observe()
+            self._guarded("end", self.steps.finish)
+            self._guarded("report files", self._read_reports)
             self.progress.tick(float("inf"))
             self.progress.close()
             return self._finish(code)
@@ -527,6 +583,16 @@ class Rank0:
             )
         self.info.update(**end)
         return status
+
+
+def _last_epochs(records: Sequence[EpochRecord], count: int) -> list[EpochRecord]:
+    """Of each source's records, those of its last ``count`` epoch numbers."""
+    kept: list[EpochRecord] = []
+    for source in dict.fromkeys(r.source for r in records):
+        mine = [r for r in records if r.source == source]
+        last = sorted({r.epoch for r in mine})[-count:] if count > 0 else []
+        kept += [r for r in mine if r.epoch in last]
+    return kept
 
 
 def _say(text: str) -> None:

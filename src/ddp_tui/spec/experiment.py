@@ -178,6 +178,17 @@ class ExperimentSpec:
         hint="for throughput",
         applies="script",
     )
+    max_steps: int | None = describe(
+        None,
+        SECTION_ENTRY,
+        "Max steps",
+        "the script's step budget (optimizer steps), for progress by steps (450/600 it) and verify",
+        empty="read from the script's arguments (--max_iters, --max-steps, ...)",
+        minimum=1,
+        maximum=10**12,
+        hint="e.g. 5000",
+        applies="script",
+    )
     observe: str = describe(
         "on",
         SECTION_ENTRY,
@@ -422,12 +433,15 @@ class ExperimentSpec:
         hint="e.g. 64G; empty: default",
     )
     # optimisation
-    epochs: int = describe(
+    # Optional for a script (an iteration loop has none: its rows are step windows); the
+    # trainer requires it (validate.py). 10 stays the default the trainer's form shows.
+    epochs: int | None = describe(
         10,
         SECTION_OPTIM,
         "Epochs",
         "passes over the training data; for a script, the epochs it is expected to reach "
         "(progress and verify)",
+        empty="for a script: none expected (a loop with no epochs: progress by steps)",
         minimum=1,
         maximum=100_000,
     )

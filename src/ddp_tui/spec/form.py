@@ -46,6 +46,10 @@ def convert_form(
             changes[key] = from_text(field.kind, raw, lines=field.lines)
         except ValueError as e:
             errors.append(FieldError(key, str(e)))
+    if changes.get("entry") == "script" and "epochs" not in form and spec.entry != "script":
+        # The trainer's default count is no script's: a loop with no epochs was never asked
+        # for 10 of them. A script's epochs are only those given.
+        changes["epochs"] = None
     return spec.replace(**changes), errors
 
 

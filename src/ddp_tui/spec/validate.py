@@ -158,8 +158,16 @@ def _nccl_needs_cuda(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
 
 
 @_trainer_only
+def _trainer_needs_epochs(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
+    # Only a script may have none (an iteration loop): the trainer trains by epochs.
+    if ok("epochs") and s.epochs is None:
+        return FieldError("epochs", "is required for the trainer: a whole number from 1 to 100000")
+    return None
+
+
+@_trainer_only
 def _warmup_below_epochs(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
-    if ok("warmup_epochs", "epochs") and 0 < s.epochs <= s.warmup_epochs:
+    if ok("warmup_epochs", "epochs") and s.epochs is not None and 0 < s.epochs <= s.warmup_epochs:
         return FieldError(
             "warmup_epochs", f"must be below epochs ({s.epochs}), got {s.warmup_epochs}"
         )
@@ -217,6 +225,7 @@ CROSS_FIELD_RULES: Final[tuple[Callable[[ExperimentSpec, _Passed], FieldError | 
     _no_classes_in_regression,
     _model_takes_the_samples,
     _nccl_needs_cuda,
+    _trainer_needs_epochs,
     _warmup_below_epochs,
     _fp16_needs_cuda,
     _signal_lead_within_time_limit,

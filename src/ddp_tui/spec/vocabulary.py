@@ -14,7 +14,16 @@ CODE_MODES: Final = ("snapshot", "in-place")
 OBSERVE_MODES: Final = ("on", "off")
 #: Where a script's metrics come from by name (``ddp_tui.scriptrun``'s presets, which a test
 #: holds to this list); ``regex:PATTERN`` and ``csv:PATH`` are allowed besides.
-METRICS_SOURCES: Final = ("auto", "helper", "epoch-line", "key-value", "hf-dict", "tqdm", "none")
+METRICS_SOURCES: Final = (
+    "auto",
+    "helper",
+    "epoch-line",
+    "key-value",
+    "hf-dict",
+    "tqdm",
+    "step-line",
+    "none",
+)
 TASKS: Final = ("classification", "regression")
 BACKENDS: Final = ("auto", "nccl", "gloo")
 LAUNCHERS: Final = ("torchrun", "srun")

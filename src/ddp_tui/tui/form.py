@@ -85,6 +85,19 @@ def form_from_spec(spec: ExperimentSpec) -> dict[str, str]:
     return {name: form_text(name, getattr(spec, name)) for name in FORM_FIELDS}
 
 
+def epochs_for_entry(entry: str, epochs: str) -> str:
+    """The Epochs text once Entry changes to ``entry``: a script starts with none where the
+    field held only the trainer's default (a loop with no epochs was never asked for that many;
+    a count the user typed stays), and the trainer, which needs a count, gets its default back
+    where the field is empty."""
+    default = form_text("epochs", ExperimentSpec().epochs)
+    if entry == "script" and epochs.strip() == default:
+        return ""
+    if entry != "script" and not epochs.strip():
+        return default
+    return epochs
+
+
 def errors_by_field(errors: Iterable[FieldError]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for error in errors:

@@ -24,7 +24,7 @@ MAX_LINES: Final = 10
 #: What a line's legend adds for the group's best run.
 BEST_MARK: Final = " (best)"
 #: Columns of metrics.csv that are not a metric to plot against the epoch.
-_NOT_PLOTTED: Final = frozenset({"epoch", "world_size"})
+_NOT_PLOTTED: Final = frozenset({"epoch", "step", "world_size"})
 
 
 def overlay_metrics(outcomes: Outcomes) -> list[str]:
@@ -54,14 +54,26 @@ def overlay_lines(outcomes: Outcomes, metric: str, limit: int = MAX_LINES) -> di
     return lines
 
 
-def draw_overlay(plt: Any, lines: Mapping[str, Line], metric: str, runs: int) -> None:
+def overlay_x(outcomes: Outcomes) -> str:
+    """``step`` where no run of the group has an epoch (scripts with no epochs: their step
+    windows are the points), else ``epoch``."""
+    frame = outcomes.frame
+    if "epochs_done" not in frame or frame.empty:
+        return "epoch"
+    return "epoch" if frame["epochs_done"].fillna(0).astype(int).any() else "step"
+
+
+def draw_overlay(
+    plt: Any, lines: Mapping[str, Line], metric: str, runs: int, x: str = "epoch"
+) -> None:
     """Draw ``lines`` on a plotext figure (``PlotextPlot.plt``), cleared first; ``runs``:
-    how many runs the group has (the title says when fewer are drawn)."""
+    how many runs the group has (the title says when fewer are drawn); ``x``: what the points
+    lie at, ``epoch`` or, for scripts with no epochs, ``step`` (:func:`overlay_x`)."""
     plt.clear_data()
     plt.clear_figure()
     shown = f" ({len(lines)} of {runs} runs)" if len(lines) < runs else ""
-    plt.title(f"{metric} per epoch{shown}")
-    plt.xlabel("epoch")
+    plt.title(f"{metric} per {x}{shown}")
+    plt.xlabel(x)
     for label, points in lines.items():
         plt.plot([x for x, _ in points], [y for _, y in points], label=label, marker="braille")
     epochs = sorted({x for points in lines.values() for x, _ in points})

@@ -100,6 +100,9 @@ def summary_text(run: RunView | None, run_json: Mapping[str, object] | None, run
         backend = _str_or_none(observed.get("backend"))
         hosts = [str(h) for h in observed.get("hosts") or ()] or hosts
         text.append_text(observed_text(observed))
+    sources = run_json.get("metric_sources") if run_json else None
+    if isinstance(sources, Mapping) and sources:
+        text.append_text(sources_text(sources))
     if run.note:
         text.append(f"\n {run.note}", style="bold yellow")
     for damage in run.damage:  # what makes it DAMAGED, file by file
@@ -126,6 +129,9 @@ def observed_text(observed: Mapping[str, object]) -> Text:
         devices = observed.get("devices")
         if isinstance(devices, list) and devices:
             text.append(f" on {', '.join(str(d) for d in devices)}", style="dim")
+        sync = observed.get("sync")
+        if isinstance(sync, Mapping) and sync.get("state") == "never":  # a group, N models
+            text.append(f", but never synchronised gradients: {sync.get('reason')}", "bold red")
     else:
         launched = observed.get("launched")
         alone = isinstance(launched, int) and launched > 1
@@ -133,6 +139,20 @@ def observed_text(observed: Mapping[str, object]) -> Text:
     frameworks = observed.get("frameworks")
     if isinstance(frameworks, Mapping) and frameworks:
         text.append(f"   ({', '.join(str(f) for f in frameworks)})", style="dim")
+    return text
+
+
+def sources_text(sources: Mapping[str, object]) -> Text:
+    """Where a script's metrics columns came from (run.json's ``metric_sources``), by source:
+    `` metrics from: summary.csv (train_loss, val_acc)  observed (epoch_time_sec)``."""
+    by_source: dict[str, list[str]] = {}
+    for column, source in sources.items():
+        by_source.setdefault(str(source), []).append(str(column))
+    text = Text("\n metrics from: ")
+    for i, (source, columns) in enumerate(by_source.items()):
+        text.append("  " if i else "")
+        text.append(source, style="bold")
+        text.append(f" ({', '.join(columns)})", style="dim")
     return text
 
 
@@ -147,6 +167,10 @@ def _str_or_none(value: object) -> str | None:
 def progress_text(run: RunView | None, progress: Progress | None) -> Text:
     if run is not None and run.preflight is not None:
         return Text(f" {run.state.value.lower()}: {run.preflight.describe()}")
+    if run is not None and run.by_steps:  # a script with no epochs: its steps, and an ETA
+        ended = f"ended {run.state.value}: " if run.state.is_terminal else ""
+        loss = f"  loss {number(progress.loss)}" if progress is not None and not ended else ""
+        return Text(f" {ended}{run.epoch_label}{loss}")
     if run is not None and run.state.is_terminal:
         # The bar keeps the last step reached; the label says the run is over.
         return Text(f" ended {run.state.value}: {run.epochs_done}/{run.epochs_total} epochs")

@@ -12,6 +12,7 @@ bookkeeping around it runs under :meth:`.state.Observer.guard`.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.abc
 import importlib.machinery
@@ -22,10 +23,11 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from ddp_tui.jobfiles import is_helper_process, register_stack_dump
 
+from . import loss, sync_hooks
 from .journal import Journal
 from .state import Observer
 
@@ -35,8 +37,22 @@ _OBSERVER: Observer | None = None
 def observer() -> Observer:
     global _OBSERVER
     if _OBSERVER is None:
-        _OBSERVER = Observer(Journal.from_environ())
+        _OBSERVER = obs = Observer(Journal.from_environ())
+        _at_exit(obs)
     return _OBSERVER
+
+
+def _at_exit(obs: Observer) -> None:
+    """The last steps' record at the process's exit: at a normal one, and at ``os._exit``,
+    which DDP scripts call to skip gloo's teardown (it can abort) and which skips atexit."""
+    atexit.register(lambda: obs.guard("final", obs.final))
+    original = os._exit
+
+    def _exit(status: int) -> NoReturn:
+        obs.guard("final", obs.final)
+        original(status)
+
+    os._exit = _exit
 
 
 # -- torch.distributed ---------------------------------------------------------------------
@@ -58,17 +74,22 @@ def _patch_c10d(module: ModuleType) -> None:
             ),
         )
         # A process that forms a group is a rank, even one no launcher named (mp.spawn).
-        obs.guard("stacks", lambda: register_stacks(int(module.get_rank()), _env_int("LOCAL_RANK")))
+        obs.guard(
+            "stacks",
+            lambda: register_stacks(int(module.get_rank()), _env_int("LOCAL_RANK"), grouped=True),
+        )
         return result
 
     setattr(module, "init_process_group", init_process_group)  # noqa: B010 (a module of torch)
+    sync_hooks.patch_collectives(module)
 
 
-def register_stacks(rank: int | None, local_rank: int | None) -> None:
+def register_stacks(rank: int | None, local_rank: int | None, grouped: bool = False) -> None:
     """Let ddp-tui take this rank's stack on demand (docs/stacks.md): a rank only, never a
-    process a rank started (a DataLoader worker inherits its ``RANK``)."""
+    process a rank started (a DataLoader worker inherits its ``RANK``), unless it joined a
+    group itself (``grouped``): a rank spawned by a launcher that registered (mp.spawn)."""
     run_dir = os.environ.get("DDP_TUI_RUN_DIR")
-    if run_dir and rank is not None and not is_helper_process():
+    if run_dir and rank is not None and (grouped or not is_helper_process()):
         register_stack_dump(run_dir, rank=rank, local_rank=local_rank)
 
 
@@ -168,9 +189,14 @@ def _patch_optimizer(module: ModuleType) -> None:
         try:
             if obs.device is None:
                 obs.first_device(_param_device(optimizer))
-            obs.step()
+            obs.step(optimizer.param_groups[0].get("lr"))
         except Exception as exc:
             obs.failed("step", exc)
+        if "sync" not in obs.off:
+            try:
+                sync_hooks.watch().step(optimizer)
+            except Exception as exc:
+                obs.failed("sync", exc)
 
     module.register_optimizer_step_post_hook(after_step)
 
@@ -186,6 +212,11 @@ def _frameworks(name: str) -> Callable[[ModuleType], None]:
     return patch
 
 
+def _inside(name: str) -> Callable[[ModuleType], None]:
+    """The loss a script calls backward() on, and its model's input (:mod:`.loss`)."""
+    return lambda module: loss.PATCHES[name](module, observer())
+
+
 #: Module name -> what to do to it right after it is first imported.
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "torch.distributed.distributed_c10d": _patch_c10d,
@@ -195,6 +226,8 @@ PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "lightning.pytorch.trainer.trainer": _frameworks("lightning"),
     "transformers.trainer": _frameworks("transformers"),
     "accelerate.accelerator": _frameworks("accelerate"),
+    **sync_hooks.PATCHES,  # DDP/FSDP wraps and mp.spawn: whether the ranks train together
+    **{name: _inside(name) for name in loss.PATCHES},
 }
 
 

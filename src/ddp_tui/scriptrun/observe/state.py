@@ -14,19 +14,28 @@ is exhausted (or when another one starts feeding the steps). A ``DistributedSamp
 an optimizer step (a validation pass's batches are dropped at the next fetch from another
 iterator). The time inside ``__next__`` of the training iterator is the data wait; the rest of an
 epoch is compute plus the communication it does not hide.
+
+**Steps, with or without epochs** (:meth:`Observer.step`). Every process counts its optimizer
+steps, samples and tokens since it started, and its loss (:mod:`.loss`), whether or not an epoch
+is open: an iteration loop with no DataLoader has none. A step's samples are its DataLoader
+batches where a loader fed it, else the model's inputs; its tokens are the model's inputs'. The
+``step`` record carries these totals, and one more is written at exit (:meth:`Observer.final`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .journal import Journal
+from .loss import LossMeter
 
 _PROGRESS_SEC = 1.0  # at most one step record a second
+_INPUT_STEPS = 3  # steps after which the model's input is dropped if a loader said it all
 _MAX_ITERATORS = 64  # iterators never exhausted (infinite loaders) are forgotten past this
 
 
@@ -78,6 +87,23 @@ class Observer:
         self._next_progress = 0.0
         self._progress_samples = 0
         self._progress_time: float | None = None
+        self._init_totals()
+
+    def _init_totals(self) -> None:
+        """Counters since the process started, for any loop (the ``step`` record's totals)."""
+        self.loss = LossMeter()
+        self.optimizer_steps = 0  # every optimizer step (a GradScaler's skip shows as none)
+        self.steps_total = 0  # training steps: steps after the same backward count once
+        self.samples_total = 0
+        self.samples_total_known = True
+        self.tokens_total: int | None = None
+        self.forward_samples: int | None = None  # the model's inputs since the last step
+        self.forward_tokens: int | None = None
+        self.lr: Any = None  # param_groups[0]["lr"] as the optimizer holds it (maybe a tensor)
+        self._window_unknown = False  # a step since the last record had unknown samples
+        self.input_wanted = True  # the model's input adds samples (no loader) or tokens
+        self.finished = False  # the final record is written
+        self._input_useful = False
 
     # -- guarding ------------------------------------------------------------------------
     def guard(self, hook: str, work: Callable[[], None]) -> None:
@@ -148,8 +174,9 @@ class Observer:
         self.device = device or "?"
         self.journal.write("device", device=self.device)
 
-    def step(self) -> None:
+    def step(self, lr: Any = None) -> None:
         now = self.clock()
+        self._count_step(lr)
         iterator = self.last_iterator
         closed = self.closed
         if self.framework is None and closed is not None and closed.iterator == iterator:
@@ -166,10 +193,79 @@ class Observer:
                 self._open_loader_epoch(iterator, now)
         epoch = self.epoch
         if epoch is None:
+            if self.pending_batches:  # a framework's loader outside its epochs
+                self._progress_samples += self.pending_samples
+            self._clear_pending()
+            if now >= self._next_progress:  # an iteration loop: steps without epochs
+                self._progress(None, now)
             return
         self._take_pending(epoch, now)
         if now >= self._next_progress:
             self._progress(epoch, now)
+
+    # -- totals for any loop: steps, samples, tokens, loss, lr ---------------------------
+    def backward(self, value: Any) -> None:
+        """The (detached, unscaled) scalar the script called backward() on."""
+        self.loss.backward(value)
+
+    def forward_input(self, samples: int | None, tokens: int | None) -> None:
+        """The model's input in a forward with gradients enabled."""
+        if samples is not None:
+            self.forward_samples = (self.forward_samples or 0) + samples
+        if tokens is not None:
+            self.forward_tokens = (self.forward_tokens or 0) + tokens
+
+    def skipped_step(self) -> None:
+        """A GradScaler skipped the optimizer's step: the script's iteration still ended."""
+        self.loss.step()
+        self.forward_samples = self.forward_tokens = None
+
+    def _count_step(self, lr: Any) -> None:
+        self.optimizer_steps += 1
+        if not self.loss.step() and self.loss.seen:
+            return  # another optimizer stepping on the same backward: the same training step
+        self.steps_total += 1
+        if lr is not None:  # the first optimizer's after a backward: the model's, not a head's
+            self.lr = lr
+        tokens = self.forward_tokens
+        if self.pending_batches:  # a DataLoader fed it: its batches are the samples
+            samples = self.pending_samples if self.pending_known else None
+            if tokens is not None:
+                self._input_useful = True
+        else:
+            samples = self.forward_samples
+            self._input_useful = True
+            if samples is not None:
+                self._progress_samples += samples
+        if self.steps_total == _INPUT_STEPS:
+            self.input_wanted = self._input_useful
+        if samples is None:
+            self.samples_total_known = False
+            self._window_unknown = True
+        else:
+            self.samples_total += samples
+        if tokens is not None:
+            self.tokens_total = (self.tokens_total or 0) + tokens
+            self.forward_tokens = None
+        if self.forward_samples is not None:
+            self.forward_samples = None
+
+    def _loss_window(self) -> tuple[float | None, int]:
+        if "loss" in self.off:
+            return None, 0
+        try:
+            return self.loss.window()
+        except Exception as exc:  # a device that cannot be read: no loss, the counts go on
+            self.failed("loss", exc)
+            return None, 0
+
+    def final(self) -> None:
+        """The last ``step`` record, at the process's exit: the steps since the last one. Once,
+        and only in the process that took them: a forked child (a DataLoader worker) inherits
+        the counts, and must not touch its parent's device tensors."""
+        if self.steps_total and not self.finished and os.getpid() == self.journal.pid:
+            self.finished = True
+            self._progress(self.epoch, self.clock(), final=True)
 
     def _take_pending(self, epoch: _Epoch, now: float) -> None:
         """One optimizer step: the batches since the last one are its samples."""
@@ -203,19 +299,31 @@ class Observer:
             steps_per_epoch=seen.length if seen is not None else None,
         )
 
-    def _progress(self, epoch: _Epoch, now: float) -> None:
+    def _progress(self, epoch: _Epoch | None, now: float, final: bool = False) -> None:
         rate = None
         if self._progress_time is not None and now > self._progress_time:
             rate = self._progress_samples / (now - self._progress_time)
+        known = epoch.samples_known if epoch is not None else not self._window_unknown
+        loss, loss_steps = self._loss_window()
         self.journal.write(
             "step",
-            epoch=epoch.number,
-            step=epoch.batches,  # in the loader's units: its length is the steps per epoch
-            steps_per_epoch=epoch.steps_per_epoch,
-            samples_per_sec=rate if epoch.samples_known else None,
+            t=now,
+            epoch=epoch.number if epoch is not None else None,
+            # In the loader's units (its length is the steps per epoch); else optimizer steps.
+            step=epoch.batches if epoch is not None else self.steps_total,
+            steps_per_epoch=epoch.steps_per_epoch if epoch is not None else None,
+            samples_per_sec=rate if known else None,
+            steps_total=self.steps_total,
+            samples_total=self.samples_total if self.samples_total_known else None,
+            tokens_total=self.tokens_total,
+            loss=loss,
+            loss_steps=loss_steps,
+            lr=_float(self.lr),
+            **({"final": True} if final else {}),
         )
         self._progress_time = now
         self._progress_samples = 0
+        self._window_unknown = False
         self._next_progress = now + _PROGRESS_SEC
 
     # -- a framework's epochs and records ------------------------------------------------
@@ -270,6 +378,13 @@ class Observer:
             steps_per_epoch=epoch.steps_per_epoch,
             values=epoch.metrics,
         )
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
 
 
 def numbers(values: Mapping[str, Any]) -> dict[str, float]:

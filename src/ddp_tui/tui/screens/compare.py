@@ -26,7 +26,7 @@ from ddp_tui.tui.advice_panel import AdvicePanel
 from ddp_tui.tui.formatting import describe_error, duration, metric_label, number, rate, size
 from ddp_tui.tui.header import StatusHeader
 from ddp_tui.tui.messages import AdviceReady, ComparisonReady, Notice
-from ddp_tui.tui.overlay_plot import draw_overlay, overlay_lines, overlay_metrics
+from ddp_tui.tui.overlay_plot import draw_overlay, overlay_lines, overlay_metrics, overlay_x
 from ddp_tui.tui.screens.base import BaseScreen
 from ddp_tui.tui.speedup_plot import Line, SeriesPoint, draw_speedup, speedup_lines
 
@@ -426,7 +426,8 @@ class CompareScreen(BaseScreen):
             self.overlay = overlay_lines(shown, metric)
         else:
             self.overlay = {}
-        draw_overlay(widget.plt, self.overlay, metric, len(shown.frame) if shown else 0)
+        x = overlay_x(shown) if shown is not None else "epoch"
+        draw_overlay(widget.plt, self.overlay, metric, len(shown.frame) if shown else 0, x)
         widget.refresh()
 
     def action_sort_next(self) -> None:

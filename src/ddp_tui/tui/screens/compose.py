@@ -27,6 +27,7 @@ from ddp_tui.spec import ExperimentSpec, FieldError, check_form, convert_form, m
 from ddp_tui.tui.form import (
     CUSTOM,
     FORM_SECTIONS,
+    epochs_for_entry,
     errors_by_field,
     field_widgets,
     form_from_spec,
@@ -82,6 +83,8 @@ class ComposeScreen(BaseScreen):
         self.initial = spec
         self.title_text = title
         self.partitions = list(partitions)
+        #: The entry whose fields show: Epochs is adjusted only when Entry really changes.
+        self.entry_shown = spec.entry
         self.errors: dict[str, list[str]] = {}
         self.script: str | None = None
         self._preview_timer: Timer | None = None
@@ -126,6 +129,7 @@ class ComposeScreen(BaseScreen):
     def show_entry(self, entry: str) -> None:
         """Show only the fields of ``entry`` (the trainer's or a script's) and those of all;
         the hidden ones keep their values, and validation skips them as well."""
+        self.entry_shown = entry
         for i, (_, fields) in enumerate(FORM_SECTIONS):
             for field in fields:
                 if field.applies:
@@ -202,8 +206,10 @@ class ComposeScreen(BaseScreen):
             name = (event.select.id or "").removeprefix("f-")
             if name in FIELDS and FIELDS[name].kind == "picker":
                 self.query_one(f"#c-{name}", Input).display = event.value == CUSTOM
-            if name == "entry":
+            if name == "entry" and str(event.value) != self.entry_shown:
                 self.show_entry(str(event.value))
+                epochs = self.query_one("#f-epochs", Input)
+                epochs.value = epochs_for_entry(str(event.value), epochs.value)
             if name == "partition":
                 self.show_partition_info()
         if isinstance(event, Checkbox.Changed) and event.checkbox.id == "skip-python-check":

@@ -308,6 +308,9 @@ class DetailScreen(BaseScreen):
         progress = self.progress
         if self.run is not None and self.run.state is JobState.COMPLETED:
             bar.update(total=1, progress=1)  # the last progress line predates the end
+        elif self.run is not None and self.run.by_steps and self.run.steps_total:
+            total = self.run.steps_total  # a script with no epochs: steps of its budget
+            bar.update(total=total, progress=min(self.run.steps_done or 0, total))
         elif progress is not None and progress.steps_per_epoch > 0:
             bar.update(
                 total=progress.steps_per_epoch,
@@ -374,7 +377,7 @@ class DetailScreen(BaseScreen):
             plt.clear_data()
             plt.clear_figure()
             plt.title(title)
-            plt.xlabel("epoch")
+            plt.xlabel("step" if self.run is not None and self.run.by_steps else "epoch")
             for column, label in lines:
                 xs, ys = series(column)
                 if xs:
