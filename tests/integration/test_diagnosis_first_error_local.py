@@ -81,6 +81,18 @@ def project_with_ignored_data(root: Path) -> Path:
     return root / "train.py"
 
 
+def check_left_out(cluster: Cluster, run_id: str) -> None:
+    """The run failed on data/train.bin, and the diagnosis says the snapshot left it out."""
+    done = wait_state(cluster, run_id, *ENDED, timeout=240)
+    assert done.state is JobState.FAILED
+    _out, err = logs(done)
+    assert "No such file or directory: 'data/train.bin'" in err, err[-3000:]
+    found = diagnosed(cluster, done, "left-out-of-snapshot")
+    assert "data/train.bin" in found.cause and ".gitignore" in found.cause
+    assert "--code-mode in-place" in found.advice
+    assert [e.file for e in found.evidence][-1] == "snapshot.json"
+
+
 def test_a_data_file_the_gitignore_keeps_out_of_the_snapshot_is_named(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -89,15 +101,7 @@ def test_a_data_file_the_gitignore_keeps_out_of_the_snapshot_is_named(
     run = cluster.submit(cluster.plan(spec))
     snapshot = (Path(run.run_dir) / "snapshot.json").read_text()
     assert '"data/"' in snapshot and '"gitignore"' in snapshot
-    done = wait_state(cluster, run.run_id, *ENDED, timeout=240)
-    assert done.state is JobState.FAILED
-    _out, err = logs(done)
-    assert "No such file or directory: 'data/train.bin'" in err, err[-3000:]
-
-    found = diagnosed(cluster, done, "left-out-of-snapshot")
-    assert "data/train.bin" in found.cause and ".gitignore" in found.cause
-    assert "--code-mode in-place" in found.advice
-    assert [e.file for e in found.evidence][-1] == "snapshot.json"
+    check_left_out(cluster, run.run_id)
     answer = why(tmp_path, run.run_id)
     assert answer.returncode == 1 and "--code-mode in-place" in answer.stdout, answer.stdout
 

@@ -16,8 +16,9 @@ import pytest
 
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
-from tests.integration.story import diagnosed, logs, tiny_script_spec, wait_state
+from tests.integration.story import diagnosed, tiny_script_spec, wait_state
 from tests.integration.test_diagnosis_first_error_local import (
+    check_left_out,
     free_port,
     project_with_ignored_data,
 )
@@ -40,15 +41,7 @@ def test_a_gitignored_data_file_is_named_on_two_nodes(
         launcher="torchrun",
     )
     run = slurm_facade.submit(slurm_facade.plan(spec))
-    done = wait_state(slurm_facade, run.run_id, *ENDED, timeout=240)
-    assert done.state is JobState.FAILED
-    _out, err = logs(done)
-    assert "No such file or directory: 'data/train.bin'" in err, err[-3000:]
-
-    found = diagnosed(slurm_facade, done, "left-out-of-snapshot")
-    assert "data/train.bin" in found.cause and ".gitignore" in found.cause
-    assert "--code-mode in-place" in found.advice
-    assert found.evidence[-1].file == "snapshot.json"
+    check_left_out(slurm_facade, run.run_id)
 
 
 def test_a_spawning_script_at_two_processes_per_node_is_a_spawn_collision(

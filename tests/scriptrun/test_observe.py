@@ -129,6 +129,18 @@ def test_parsed_lines_join_the_observed_epochs_by_order() -> None:
     assert made[0].values["compute_time_sec"] == 1.5
 
 
+def test_the_observed_loss_fills_an_epoch_only_where_the_script_printed_none() -> None:
+    from ddp_tui.scriptrun.records import EpochRecord
+
+    rows = ObservedRows()
+    epoch = {"kind": "epoch", "source": "sampler", "seconds": 1.0, "loss": 2.5}
+    (first,) = rows.observed({**epoch, "epoch": 0})
+    assert first.values["train_loss"] == 2.5 and first.source_of("train_loss") == "observed"
+    # The script's own figure, printed after the epoch ended, wins over the observed one.
+    (again,) = rows.parsed_epoch(EpochRecord(0, {"train_loss": 2.4}, source="stdout"))
+    assert again.values["train_loss"] == 2.4 and again.source_of("train_loss") == "stdout"
+
+
 def test_sitecustomize_runs_the_environments_own_first_and_then_observes(tmp_path: Path) -> None:
     own = tmp_path / "site"
     own.mkdir()

@@ -86,6 +86,26 @@ def test_a_loader_fed_step_counts_the_loaders_samples_once_and_the_models_tokens
     assert obs.input_wanted  # the model's input holds tokens: its hook stays
 
 
+def test_an_epochs_record_holds_its_mean_step_loss_and_the_step_records_lose_none(
+    tmp_path: Path,
+) -> None:
+    obs, clock = observer(tmp_path)
+    for it, losses in ((1, (4.0, 2.0, 3.0)), (2, (1.0, 1.0))):  # two loader passes
+        for loss in losses:
+            obs.batch(it, 8, 0.0)
+            obs.backward(loss)
+            clock.now += 0.4
+            obs.step()
+        obs.exhausted(it)
+    obs.final()
+    epochs = [r for r in records(tmp_path) if r["kind"] == "epoch"]
+    assert [(e["epoch"], e["loss"]) for e in epochs] == [(0, 3.0), (1, 1.0)]
+    # Each step's loss is in exactly one step record, the epoch's close notwithstanding.
+    found = [(r["loss"], r["loss_steps"]) for r in steps(tmp_path) if r["loss_steps"]]
+    assert sum(n for _, n in found) == 5
+    assert sum(loss * n for loss, n in found) == pytest.approx(11.0)
+
+
 def test_the_model_input_hook_is_dropped_where_a_loader_feeds_steps_and_there_are_no_tokens(
     tmp_path: Path,
 ) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ddp_tui.diagnosis import (
     rules_crash,
+    rules_device,
     rules_disk,
     rules_flight,
     rules_memory,
@@ -65,6 +66,7 @@ LOG_RULES: tuple[Rule, ...] = (
     rules_disk.disk_full,  # before the network rules: its peers then lose their connections
     rules_memory.cuda_oom,
     rules_memory.host_oom,
+    rules_device.cuda_unavailable,  # before its peers' lost connections and its traceback
     rules_flight.collective_hang,  # the dumps name the call and who missed it
     # A full disk keeps the failed rank's own words out of the logs, not its peers' lost
     # connections: before the network rules, after the causes that name themselves.

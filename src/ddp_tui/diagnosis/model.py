@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 #: Bumped whenever the rules change: a diagnosis stored in ``jobs.jsonl`` by an older
 #: version is computed again from the logs instead of being trusted.
-DIAGNOSIS_VERSION = 5
+DIAGNOSIS_VERSION = 6
 #: The most the facade reads of each log for a diagnosis: a tail, so that a 400 MB
 #: ``.out`` costs the same as a small one.
 TAIL_BYTES = 64 * 1024

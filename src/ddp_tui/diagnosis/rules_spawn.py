@@ -58,7 +58,8 @@ def spawn_collision(scan: Scan) -> Diagnosis | None:
     launchers = spawned[0] if spawned is not None else facts.world_size
     if per_node < 2 and launchers <= max(1, facts.nodes):
         return None  # one launcher per node: a port in use is another process's
-    workers = f", {spawned[1]} workers each" if spawned is not None else ""
+    each = f"{spawned[1]} worker{'s' if spawned[1] != 1 else ''} each" if spawned else ""
+    workers = f", {each}" if each else ""
     port = port_of(in_use.line.text)
     who = rank_words(in_use).capitalize() or "A spawned rank"
     if scan.root is not None and scan.root.rank is not None:  # torchrun named the launcher
@@ -70,7 +71,7 @@ def spawn_collision(scan: Scan) -> Diagnosis | None:
             Evidence(
                 "run.json",
                 None,
-                f"observed.spawn = {launchers} launchers, {spawned[1]} workers each",
+                f"observed.spawn = {launchers} launchers, {each}",
             )
         )
     else:

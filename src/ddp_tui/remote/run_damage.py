@@ -364,7 +364,8 @@ _PROGRESS: Final[Mapping[str, FieldCheck]] = {
     "epoch": optional(whole(0, MAX_EPOCHS)),
     "max_steps": optional(whole(1, MAX_STEPS)),
     "step": whole(0, MAX_STEPS),
-    "steps_per_epoch": whole(0, 10**12),
+    # null where the steps have no known epoch length (a loader with no len, a step loop)
+    "steps_per_epoch": optional(whole(0, 10**12)),
     "loss": optional(number(-math.inf, math.inf)),
     "samples_per_sec": optional(number()),
     "time": optional(number()),

@@ -138,6 +138,11 @@ class ObservedRows:
         row.values.update(contract)
         row.extras.update(extras)
         row.sources.update(dict.fromkeys((*contract, *extras), "observed"))
+        loss = observed.get("loss")
+        if isinstance(loss, (int, float)) and "train_loss" not in row.values:
+            # The loss from the inside, only where the script's own figure is missing.
+            row.values["train_loss"] = float(loss)
+            row.sources["train_loss"] = "observed"
         seconds = observed.get("seconds")
         if isinstance(seconds, (int, float)):
             row.values["epoch_time_sec"] = float(seconds)

@@ -44,12 +44,12 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("state", "State", 13),
     ("size", "NxG", 5),
     ("elapsed", "Elapsed", 8),
-    ("epoch", "Epoch", 7),
+    ("epoch", "Epoch", 10),  # "450/600 it": a loop's steps of its budget
     ("loss", "Loss", 7),
     ("val", "Val", 11),
     ("thru", "Samples/s", 9),
     ("hours", "GPU-h", 10),  # a CPU run's CPU-hours say so: "0.12 CPU" (usage.hours_text)
-    ("reason", "Reason", 12),
+    ("reason", "Reason", 9),
 )
 _STATE = 2  # the state column's index: it is drawn in the state's colour
 _REASON = len(COLUMNS) - 1

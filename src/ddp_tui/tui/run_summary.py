@@ -179,7 +179,8 @@ def progress_text(run: RunView | None, progress: Progress | None) -> Text:
             return Text(f" epoch {run.epochs_done}/{run.epochs_total}")
         return Text(" no progress yet", style="dim")
     total = f"/{run.epochs_total}" if run is not None and run.epochs_total else ""
+    of = f"/{progress.steps_per_epoch}" if progress.steps_per_epoch else ""
     return Text(
-        f" epoch {progress.epoch}{total}  step {progress.step}/{progress.steps_per_epoch}"
+        f" epoch {progress.epoch}{total}  step {progress.step}{of}"
         f"  loss {number(progress.loss)}  {rate(progress.samples_per_sec)}"
     )

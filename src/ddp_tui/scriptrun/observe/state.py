@@ -53,6 +53,8 @@ class _Epoch:
     last_step: float | None = None
     steps_per_epoch: int | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    loss_sum: float = 0.0  # observed step losses read while the epoch was open (sum, count)
+    loss_steps: int = 0
 
 
 @dataclass
@@ -87,6 +89,10 @@ class Observer:
         self._next_progress = 0.0
         self._progress_samples = 0
         self._progress_time: float | None = None
+        # Step losses read from the device but not yet in a ``step`` record (sum, count): an
+        # epoch's close reads its last steps' losses, which the next record still covers.
+        self._carry_sum = 0.0
+        self._carry_steps = 0
         self._init_totals()
 
     def _init_totals(self) -> None:
@@ -183,6 +189,7 @@ class Observer:
             # A loader that fetches one batch ahead (Accelerate's) exhausts the iterator before
             # the last batch's step: that step still belongs to the epoch just written.
             self._take_pending(closed, now)
+            self._drain_loss(closed)
             self._write_epoch(closed, now)
             return
         if self.framework is None and iterator is not None:
@@ -250,6 +257,18 @@ class Observer:
         if self.forward_samples is not None:
             self.forward_samples = None
 
+    def _drain_loss(self, epoch: _Epoch | None) -> None:
+        """Read the meter's finished steps (the one device read of a record or an epoch's end)
+        into the next ``step`` record's sums and the epoch they belong to."""
+        mean, steps = self._loss_window()
+        if mean is None or not steps:
+            return
+        self._carry_sum += mean * steps
+        self._carry_steps += steps
+        if epoch is not None:
+            epoch.loss_sum += mean * steps
+            epoch.loss_steps += steps
+
     def _loss_window(self) -> tuple[float | None, int]:
         if "loss" in self.off:
             return None, 0
@@ -304,7 +323,10 @@ class Observer:
         if self._progress_time is not None and now > self._progress_time:
             rate = self._progress_samples / (now - self._progress_time)
         known = epoch.samples_known if epoch is not None else not self._window_unknown
-        loss, loss_steps = self._loss_window()
+        self._drain_loss(epoch)
+        loss_steps = self._carry_steps
+        loss = self._carry_sum / loss_steps if loss_steps else None
+        self._carry_sum, self._carry_steps = 0.0, 0
         self.journal.write(
             "step",
             t=now,
@@ -360,6 +382,7 @@ class Observer:
         self.epochs_done += 1
         if not self.group_seen and self.epochs_done == 1:
             self.journal.write("no_group", epoch=epoch.number)
+        self._drain_loss(epoch)
         self._write_epoch(epoch, end)
 
     def _write_epoch(self, epoch: _Epoch, end: float) -> None:
@@ -377,6 +400,9 @@ class Observer:
             data_wait_sec=epoch.wait if epoch.steps else None,
             steps_per_epoch=epoch.steps_per_epoch,
             values=epoch.metrics,
+            # The mean step loss of the epoch, observed: the row's train_loss where the script
+            # reports none of its own (merge.py).
+            loss=epoch.loss_sum / epoch.loss_steps if epoch.loss_steps else None,
         )
 
 
