@@ -18,6 +18,7 @@ import pytest
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.verification import SYNC_CHECK
+from ddp_tui.remote.views import RunView
 from tests.integration.frameworks import (
     CASES,
     Case,
@@ -83,10 +84,15 @@ def test_ranks_that_trained_alone_fail_verify_and_why_says_so(
 def test_an_iteration_loop_whose_ranks_never_form_a_group_trained_alone(cluster: Cluster) -> None:
     # No DataLoader, so no epoch ever closes: the ranks' optimizer steps alone show they trained.
     spec = framework_spec("iterations_no_group.py", script_args="--max-iters 30")
-    view = cluster.submit(cluster.plan(spec))
+    check_trained_alone(cluster, cluster.submit(cluster.plan(spec)))
+
+
+def check_trained_alone(cluster: Cluster, view: RunView, ranks: int = 2) -> None:
+    """Every rank stepped its own optimizer and none formed a group: verify fails, and why
+    says so."""
     ended(cluster, view.run_id)
     observed = run_json(view.run_dir)["observed"]
-    assert observed["group"] == "none" and observed["trained_alone"] == 2, observed
+    assert observed["group"] == "none" and observed["trained_alone"] == ranks, observed
     checks = {c.name: c for c in cluster.verify(view.run_id)}
     assert checks["the ranks trained in one process group"].ok is False
     why = cluster.diagnose(view.run_id)

@@ -11,6 +11,7 @@ from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.verification import SYNC_CHECK
 from tests.integration.frameworks import CASES, Case, check_framework_run, ended, framework_spec
 from tests.integration.story import run_json
+from tests.integration.test_frameworks_local import check_trained_alone
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 pytest.importorskip("pytorch_lightning")
@@ -54,3 +55,16 @@ def test_a_group_across_two_nodes_that_never_syncs_its_gradients_fails_verify(
     assert checks[SYNC_CHECK].ok is False, checks[SYNC_CHECK]
     why = cluster.diagnose(view.run_id)
     assert why is not None and why.code == "no-grad-sync", why
+
+
+def test_an_iteration_loop_on_two_nodes_whose_ranks_never_form_a_group_trained_alone(
+    cluster: Cluster,
+) -> None:
+    spec = framework_spec(
+        "iterations_no_group.py",
+        script_args="--max-iters 30",
+        partition="debug",
+        nodes=2,
+        gpus_per_node=1,
+    )
+    check_trained_alone(cluster, cluster.submit(cluster.plan(spec)))

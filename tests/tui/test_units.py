@@ -114,6 +114,15 @@ def test_epoch_times_below_ten_seconds_keep_their_fraction() -> None:
     assert metric_cell("epoch_time_sec", None) == "-"
 
 
+def test_a_step_windows_row_shows_its_step_where_an_epoch_would_be() -> None:
+    from ddp_tui.tui.run_summary import metric_cells
+
+    window = metric_cells({"epoch": None, "step": 40.0, "train_loss": 2.5})
+    assert window[0] == "it 40" and window[1] == "2.5"
+    assert metric_cells({"epoch": 3.0, "step": None})[0] == "3"  # an epoch row: its epoch
+    assert metric_cells({"epoch": None, "step": None})[0] == "-"
+
+
 def test_run_detail_shows_what_a_scripts_ranks_formed_not_what_they_were_launched_as() -> None:
     from ddp_tui.tui.run_summary import summary_text
 

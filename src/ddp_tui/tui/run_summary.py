@@ -55,6 +55,16 @@ def metric_cell(column: str, value: float | None) -> str:
     return number(value)
 
 
+def metric_cells(row: Mapping[str, float | None]) -> list[str]:
+    """A metrics.csv row's cells; a step window (a loop with no epochs) shows its step in the
+    Epoch column as ``it 40``, so one table serves both."""
+    cells = [metric_cell(key, row.get(key)) for key, _ in METRIC_COLUMNS]
+    step = row.get("step")
+    if row.get("epoch") is None and step is not None and math.isfinite(step):
+        cells[0] = f"it {int(step)}"
+    return cells
+
+
 def summary_text(run: RunView | None, run_json: Mapping[str, object] | None, run_id: str) -> Text:
     """The summary block: state, attempts, hosts, world size, backend, rendezvous."""
     text = Text()

@@ -36,7 +36,13 @@ from ddp_tui.tui.messages import (
 )
 from ddp_tui.tui.modals import checks_text
 from ddp_tui.tui.resources_pane import ResourcesPane
-from ddp_tui.tui.run_summary import METRIC_COLUMNS, metric_cell, progress_text, summary_text
+from ddp_tui.tui.run_summary import (
+    METRIC_COLUMNS,
+    metric_cell,
+    metric_cells,
+    progress_text,
+    summary_text,
+)
 from ddp_tui.tui.screens.base import RUN_ACTION_BINDINGS, BaseScreen
 from ddp_tui.tui.shell_launch import NodeChooser, ShellPlanned, run_shell
 from ddp_tui.tui.stacks_view import StacksReady, StacksScreen
@@ -336,8 +342,7 @@ class DetailScreen(BaseScreen):
             start, dropped = old_total, range(old_first, first)
         for index in range(start, total):
             row = rows[index - first]
-            cells = (metric_cell(key, row.get(key)) for key, _ in METRIC_COLUMNS)
-            table.add_row(*cells, key=str(index))
+            table.add_row(*metric_cells(row), key=str(index))
         for index in dropped:
             table.remove_row(str(index))
         self.metrics = [dict(row) for row in rows]
