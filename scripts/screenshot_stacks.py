@@ -12,23 +12,20 @@ the modal is saved as SVG; then the run is released to finish.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-SIZE = (132, 38)
+from screenshot_common import SIZE, local_app, local_cluster, out_dir, scratch
+
 SCRIPT = Path(__file__).resolve().parents[1] / "tests/helpers/user_scripts/hang_ddp.py"
 
 
 def _hang(root: Path, release: Path) -> None:
     """Submit the script and wait until rank 1 is in slow_step and rank 0 in all_reduce."""
-    from ddp_tui.config import Profile
-    from ddp_tui.remote.cluster import Cluster
     from ddp_tui.spec import ExperimentSpec
 
-    cluster = Cluster.open(Profile(scheduler="local", runs_root=str(root / "runs")))
+    cluster = local_cluster(root)
     spec = ExperimentSpec(
         name="hang",
         entry="script",
@@ -54,12 +51,7 @@ def _hang(root: Path, release: Path) -> None:
 
 
 async def _shoot(root: Path, out: Path) -> None:
-    from ddp_tui.config import Profile
-    from ddp_tui.remote.cluster import Cluster
-    from ddp_tui.tui.app import DdpTuiApp
-
-    profile = Profile(scheduler="local", runs_root=str(root / "runs"))
-    app = DdpTuiApp(lambda _prompter: Cluster.open(profile), profile=profile)
+    app = local_app(root)
     async with app.run_test(size=SIZE) as pilot:
         await asyncio.sleep(3)
         await pilot.press("enter")
@@ -70,13 +62,8 @@ async def _shoot(root: Path, out: Path) -> None:
 
 
 def main() -> None:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots").resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="ddp-tui-shots-") as tmp:
-        root = Path(tmp)
-        os.environ["XDG_STATE_HOME"] = str(root / "state")
-        (root / "none.toml").write_text("")  # no profiles: the built-in one
-        os.environ["DDP_TUI_CONFIG"] = str(root / "none.toml")
+    out = out_dir()
+    with scratch() as root:
         release = root / "release"
         try:
             _hang(root, release)
