@@ -15,7 +15,7 @@ import pytest
 
 from ddp_tui.remote.events import GROUP_FINISHED, RUN_END, NotifyEvent
 from ddp_tui.remote.executor import Executor, LocalExecutor
-from ddp_tui.remote.notify import Notifier
+from ddp_tui.remote.notify import GROUP_CLAIMS, RUN_CLAIMS, Notifier
 from ddp_tui.remote.ssh import SSHExecutor
 from tests.fixtures.sshd import SshEnv
 from tests.unit.test_notify import DIAGNOSIS_ROUNDS, _ended_run, _store
@@ -36,8 +36,17 @@ def test_claims_over_ssh_and_locally_give_each_event_one_sender(
     sshd_env: SshEnv, shared_root: Path
 ) -> None:
     store = _store(shared_root)
-    _ended_run(store, "a", group="g", job_id="7")
-    _ended_run(store, "b", group="g", job_id="8")
+    refs = [
+        _ended_run(store, "a", group="g", job_id="7"),
+        _ended_run(store, "b", group="g", job_id="8"),
+    ]
+    # The claims' parent folders exist, writable by both users, before the race: on a real
+    # cluster one user makes every claim, but here the sshd's test user and root race, and a
+    # folder root made first (mode 0755) would refuse the other user's mkdir: a race of
+    # permissions, not of claims.
+    (Path(store.root) / GROUP_CLAIMS).mkdir()
+    for ref in refs:
+        (Path(ref.path) / RUN_CLAIMS).mkdir()
     for path in Path(store.root).rglob("*"):
         path.chmod(0o777)  # the ssh user makes claims inside the run directories
     Path(store.root).chmod(0o777)
