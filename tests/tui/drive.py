@@ -52,6 +52,22 @@ async def pick(pilot: Pilot[None], field: str, label: str, value: str | None = N
     await wait_until(pilot, lambda: select.value == value, f"{field} = {value}", timeout=5)
 
 
+async def preview_script(
+    pilot: Pilot[None], screen: ComposeScreen, fields: Sequence[tuple[str, str]]
+) -> None:
+    """Type a script's fields (``name`` first) with this Python as the job's, and wait for
+    Compose's preview of that plan."""
+    for field, value in (*fields, ("python", sys.executable)):
+        await type_into(pilot, field, value)
+    name = f"-{fields[0][1]}-"
+    await wait_until(
+        pilot,
+        lambda: name in (screen.script or "") and not screen.preview_pending,
+        f"the preview of {name}",
+        30,
+    )
+
+
 def run_named(app: DdpTuiApp, name: str) -> RunView | None:
     snapshot = app.snapshot
     if snapshot is None:

@@ -4,7 +4,6 @@ the empty field is valid for the script, and switching back gives the trainer it
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from textual.widgets import Input
@@ -12,7 +11,7 @@ from textual.widgets import Input
 from ddp_tui.spec import ExperimentSpec, form_text
 from ddp_tui.tui.form import epochs_for_entry
 from tests.tui.conftest import SIZE, wait_until
-from tests.tui.drive import open_compose, pick, type_into
+from tests.tui.drive import open_compose, pick, preview_script
 from tests.tui.test_local_app import connected, local_app
 
 DEFAULT = form_text("epochs", ExperimentSpec().epochs)
@@ -44,18 +43,7 @@ async def test_switching_to_a_script_empties_epochs_and_back_restores_them(
         assert epochs.value == DEFAULT
         await pick(pilot, "entry", "script")
         await wait_until(pilot, lambda: epochs.value == "", "Epochs emptied", 5)
-        for field, value in (
-            ("name", "loop"),
-            ("script", str(proj / "train.py")),
-            ("python", sys.executable),
-        ):
-            await type_into(pilot, field, value)
-        await wait_until(
-            pilot,
-            lambda: "-loop-" in (screen.script or "") and not screen.preview_pending,
-            "the script's preview",
-            30,
-        )
+        await preview_script(pilot, screen, (("name", "loop"), ("script", str(proj / "train.py"))))
         # No epochs is a valid script: the plan was made, with no error beside Epochs.
         assert not screen.errors, screen.errors
         await pick(pilot, "entry", "trainer")

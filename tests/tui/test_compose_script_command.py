@@ -4,12 +4,11 @@ with ``--`` and looks like ddp-tui's own options reaches the job script word for
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from tests.helpers.job_script_words import script_words
-from tests.tui.conftest import SIZE, wait_until
-from tests.tui.drive import open_compose, pick, type_into
+from tests.tui.conftest import SIZE
+from tests.tui.drive import open_compose, pick, preview_script
 from tests.tui.test_local_app import connected, local_app
 
 
@@ -22,19 +21,12 @@ async def test_a_script_with_dash_dash_args_previews_the_script(tmp_path: Path) 
         await connected(pilot, app)
         screen = await open_compose(pilot)
         await pick(pilot, "entry", "script")
-        for field, value in (
+        fields = (
             ("name", "dashes"),
             ("script", str(proj / "train.py")),
             ("script_args", "--dataset=x --device=cpu"),
-            ("python", sys.executable),
-        ):
-            await type_into(pilot, field, value)
-        await wait_until(
-            pilot,
-            lambda: "-dashes-" in (screen.script or "") and not screen.preview_pending,
-            "the preview",
-            30,
         )
+        await preview_script(pilot, screen, fields)
         assert not screen.errors, screen.errors
         script = screen.script or ""
         assert "-m ddp_tui.scriptrun" in script and "-m ddp_tui.trainer" not in script
