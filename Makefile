@@ -7,8 +7,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run test check lint layers format typecheck bench clean install install-test-deps \
-	gpu-check gpu-wheels
+.PHONY: run test test-fast durations check lint layers format typecheck bench clean install \
+	install-test-deps gpu-check gpu-wheels
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,14 +31,31 @@ run: $(STAMP)
 install-test-deps:
 	bash scripts/install-test-deps.sh
 
+# Two workers (pytest-xdist) on the two cores. Every test of the real Slurm cluster and sshd
+# runs on one of them, in one group; the rest is shared out by file, longest first by
+# tests/durations.json (tests/suite/groups.py).
+PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
+
 # pytest exits 5 when it collected nothing; that is a failure of the suite, not success,
 # but it must not hide behind a generic error either: say it plainly.
 # The import contracts (docs/architecture.md) run first: a layer that reaches upward fails the
-# suite in seconds, before the 15 minutes of tests.
+# suite in seconds, before the minutes of tests.
 test: install-test-deps $(STAMP) $(FRAMEWORKS)
 	$(VENV)/bin/lint-imports --no-logo
-	$(PY) -m pytest -ra --durations=25 $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -ra --durations=25 $(PARALLEL) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+# The inner loop: what needs no Slurm, no sshd and no torch job, in a few minutes
+# (tests/suite/tiers.py). CI still runs everything, through `make test`.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q $(PARALLEL) --fast $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+# Every test's duration, refreshed into tests/durations.json (commit it): the order the two
+# workers take the files in, and the 25 slowest with their share of the whole.
+durations: install-test-deps $(STAMP) $(FRAMEWORKS)
+	$(PY) -m pytest -q $(PARALLEL) --record-durations tests/durations.json $(PYTEST_ARGS); \
+	rc=$$?; $(PY) scripts/slowest.py tests/durations.json; exit $$rc
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks scripts

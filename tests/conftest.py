@@ -9,11 +9,18 @@ import pytest
 
 from tests.helpers.hold import Hold
 
-# The real Slurm test cluster and the real OpenSSH servers (session fixtures).
 pytest_plugins = [
-    p
-    for p in ("tests.fixtures.slurm_cluster", "tests.fixtures.sshd")
-    if (Path(__file__).parent / "fixtures" / (p.rsplit(".", 1)[1] + ".py")).exists()
+    # The real Slurm test cluster and the real OpenSSH servers (session fixtures).
+    "tests.fixtures.slurm_cluster",
+    "tests.fixtures.sshd",
+    # Finished runs made once per suite run, for the tests that only read them.
+    "tests.fixtures.shared_runs",
+    # The suite's own timing: durations file, per-test budget, groups across two workers.
+    "tests.suite.durations",
+    "tests.suite.budget",
+    "tests.suite.groups",
+    "tests.suite.tiers",
+    "pytester",  # the suite's own plugins are tested on small suites (tests/suite/)
 ]
 
 

@@ -25,7 +25,7 @@ from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.states import JobState
 from ddp_tui.text import strict_json
-from tests.helpers.damage import CONTRACT_FILES, copy_run, finished_run
+from tests.helpers.damage import CONTRACT_FILES, copy_run
 
 pytestmark = pytest.mark.torch
 
@@ -56,8 +56,8 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    made = finished_run(tmp_path_factory.mktemp("finished"))
+def world(tmp_path_factory: pytest.TempPathFactory, finished_trainer_run: Path) -> Iterator[World]:
+    made = finished_trainer_run  # made once per suite run (tests/fixtures/shared_runs.py)
     base = tmp_path_factory.mktemp("property")
     root = base / "runs"
     healthy = copy_run(made, root, "healthy").name

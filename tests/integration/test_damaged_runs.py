@@ -22,16 +22,16 @@ from pathlib import Path
 import pytest
 
 from ddp_tui.cli import main
-from tests.helpers.damage import CASES, Case, copy_run, finished_run
+from tests.helpers.damage import CASES, Case, copy_run
 
 pytestmark = pytest.mark.torch
 
 EXE = shutil.which("ddp-tui", path=os.path.dirname(sys.executable)) or "ddp-tui"
 
 
-@pytest.fixture(scope="module")
-def made_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return finished_run(tmp_path_factory.mktemp("finished"))
+@pytest.fixture
+def made_run(finished_trainer_run: Path) -> Path:
+    return finished_trainer_run  # made once per suite run (tests/fixtures/shared_runs.py)
 
 
 @pytest.fixture

@@ -21,6 +21,12 @@ from gpucheck.report import FAIL, PASS, SKIP, Report, Step, Target  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
+#: The two tests that read the CPU run of the GPU check: the first to run pays for it.
+CPU_CHECK_IS_SLOW = (
+    "one whole CPU run of `make gpu-check` (its module fixture): the trainer against the "
+    "plain loop, then five real jobs, as CI must run it to keep the GPU run from rotting"
+)
+
 
 @pytest.fixture(scope="module")
 def cpu_check(
@@ -42,6 +48,7 @@ def _report(out: Path) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.slow(reason=CPU_CHECK_IS_SLOW)
 def test_without_cuda_it_says_so_checks_its_cpu_side_and_exits_0(
     cpu_check: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
@@ -66,6 +73,7 @@ def test_without_cuda_it_says_so_checks_its_cpu_side_and_exits_0(
     }
 
 
+@pytest.mark.slow(reason=CPU_CHECK_IS_SLOW)
 def test_the_cpu_run_measures_both_sides_and_runs_the_users_path(
     cpu_check: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:

@@ -16,16 +16,16 @@ from ddp_tui.remote.states import JobState
 from ddp_tui.tui.app import DdpTuiApp
 from ddp_tui.tui.screens.detail import DetailScreen
 from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable
-from tests.helpers.damage import CASES, copy_run, finished_run
+from tests.helpers.damage import CASES, copy_run
 from tests.tui.conftest import SIZE, wait_until
 from tests.tui.drive import open_run
 
 pytestmark = pytest.mark.torch
 
 
-@pytest.fixture(scope="module")
-def made_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return finished_run(tmp_path_factory.mktemp("finished"))
+@pytest.fixture
+def made_run(finished_trainer_run: Path) -> Path:
+    return finished_trainer_run  # made once per suite run (tests/fixtures/shared_runs.py)
 
 
 async def test_jobs_lists_every_healthy_run_beside_the_damaged_ones(

@@ -1,10 +1,11 @@
 """The app stays responsive among damaged runs (issue 21: with 21 damaged runs among 4
 healthy ones, Escape from a damaged run's detail took 10.5 s).
 
-One finished trainer run is made on the local scheduler; the runs root holds four intact
-copies of it and a copy per damage of tests/helpers/damage.py. The real app opens the Run
-detail of every damaged run in turn and presses Escape: each time Jobs comes back, with
-every healthy run still in it. No timing is asserted (the escapes are timed and printed).
+One finished trainer run, made once per suite run on the local scheduler; the runs root
+holds four intact copies of it and a copy per damage of tests/helpers/damage.py. The real
+app opens the Run detail of every damaged run in turn and presses Escape: each time Jobs
+comes back, with every healthy run still in it. No timing is asserted (the escapes are timed
+and printed).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ddp_tui.remote.cluster import Cluster
 from ddp_tui.tui.app import DdpTuiApp
 from ddp_tui.tui.screens.detail import DetailScreen
 from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable
-from tests.helpers.damage import CASES, copy_run, finished_run
+from tests.helpers.damage import CASES, copy_run
 from tests.tui.conftest import SIZE, settle, wait_until
 
 pytestmark = pytest.mark.torch
@@ -27,8 +28,14 @@ pytestmark = pytest.mark.torch
 HEALTHY = 4
 
 
-async def test_escape_from_every_damaged_runs_detail_goes_back_to_jobs(tmp_path: Path) -> None:
-    made = finished_run(tmp_path / "made")
+@pytest.mark.slow(
+    reason="the real app opens, and leaves, the Run detail of every damaged run in turn "
+    "(twenty and more), each waiting for its first follow"
+)
+async def test_escape_from_every_damaged_runs_detail_goes_back_to_jobs(
+    tmp_path: Path, finished_trainer_run: Path
+) -> None:
+    made = finished_trainer_run  # made once per suite run (tests/fixtures/shared_runs.py)
     root = tmp_path / "runs"
     healthy = {copy_run(made, root, f"healthy{k}").name for k in range(HEALTHY)}
     damaged: dict[str, str] = {}
@@ -39,7 +46,7 @@ async def test_escape_from_every_damaged_runs_detail_goes_back_to_jobs(tmp_path:
     profile = Profile(scheduler="local", runs_root=str(root))
     app = DdpTuiApp(
         lambda prompter: Cluster.open(
-            profile, local_state_dir=str(tmp_path / "made" / "state"), prompter=prompter
+            profile, local_state_dir=str(tmp_path / "state"), prompter=prompter
         ),
         profile=profile,
         refresh_interval=2,

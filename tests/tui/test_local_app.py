@@ -179,6 +179,10 @@ async def test_a_job_that_ends_at_once_shows_in_jobs_and_detail(tmp_path: Path) 
 
 
 @pytest.mark.torch
+@pytest.mark.slow(
+    reason="the whole local story by keys: a real job composed, followed, cancelled "
+    "mid-run, retried and run to its end, each step waiting on the job itself"
+)
 async def test_story_compose_submit_follow_cancel_retry_complete(
     tmp_path: Path, hold: Hold
 ) -> None:

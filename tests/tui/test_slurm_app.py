@@ -30,6 +30,10 @@ def runs_root(slurm_cluster: Any, tmp_path: Path) -> Iterator[Path]:
                 slurm_cluster.run(["scancel", str(job_id)])
 
 
+@pytest.mark.slow(
+    reason="the story by keys on two real Slurm nodes: two trainer jobs of two ranks each "
+    "(cancelled mid-run, then retried to the end), each rank importing torch"
+)
 async def test_story_on_slurm_with_two_nodes(runs_root: Path, hold: Hold) -> None:
     profile = Profile(scheduler="slurm", runs_root=str(runs_root), partition="debug")
 
