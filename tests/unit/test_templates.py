@@ -13,8 +13,9 @@ import re
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -322,10 +323,18 @@ def _launched(argv: list[str], python: str, *, ranks_per_node: int) -> list[str]
     return argv[8:]
 
 
+@pytest.fixture
+def pwned() -> Iterator[Path]:
+    """Where an injected command would leave its mark. A short path of its own: the hostile
+    word names it three times and must stay within a field's 256 characters, however long the
+    test's tmp_path is (each pytest-xdist worker adds a folder to it)."""
+    with tempfile.TemporaryDirectory(prefix="pw") as folder:
+        yield Path(folder) / "pwned"
+
+
 def test_single_node_script_hands_every_value_to_the_trainer_intact(
-    tmp_path: Path, fake_bin: Path
+    tmp_path: Path, fake_bin: Path, pwned: Path
 ) -> None:
-    pwned = tmp_path / "pwned"
     nasty = f"$(touch {pwned})`touch {pwned}`'\";touch {pwned};\\ *"
     spec = ExperimentSpec(
         device="cpu",
@@ -362,9 +371,8 @@ def test_single_node_script_hands_every_value_to_the_trainer_intact(
     [(1, "torchrun", "python"), (2, "torchrun", "srun"), (1, "srun", "srun")],
 )
 def test_a_users_script_gets_every_hostile_word_intact_under_each_launcher(
-    tmp_path: Path, fake_bin: Path, nodes: int, launcher: str, via: str
+    tmp_path: Path, fake_bin: Path, pwned: Path, nodes: int, launcher: str, via: str
 ) -> None:
-    pwned = tmp_path / "pwned"
     nasty = f"$(touch {pwned})`touch {pwned}`'\";touch {pwned};\\ *"
     spec = ExperimentSpec(
         entry="script",
