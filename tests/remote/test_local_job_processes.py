@@ -214,6 +214,11 @@ def test_a_reused_process_group_id_is_never_signalled(env: Env) -> None:
     script, run = env.run_dir("true\n")
     job_id = sched.submit(script, run)
     env.wait_state(sched, job_id, JobState.COMPLETED)
+    # The supervisor records the end and then exits: wait for its exit, so that the record
+    # faked below really has a dead supervisor (a busy machine can keep it alive a moment).
+    ended = json.loads((env.state / "jobs" / f"{job_id}.json").read_text())
+    sup = (ended["supervisor_pid"], ended["supervisor_start"])
+    wait_for(lambda: not pid_alive(*sup), 30, "the supervisor to exit")
     # The job is recorded as running with a dead supervisor, under a group id that now
     # leads another session (this test's sleeper): its start time differs, so the
     # reconcile must not take it for the job.
