@@ -36,10 +36,10 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_remote import slurm_test_cluster  # noqa: E402
 from ddp_tui.config import Profile  # noqa: E402
+from ddp_tui.remote.backends.executor import CommandResult, LocalExecutor  # noqa: E402
+from ddp_tui.remote.backends.slurm import SlurmScheduler  # noqa: E402
 from ddp_tui.remote.cluster import Cluster  # noqa: E402
-from ddp_tui.remote.executor import CommandResult, LocalExecutor  # noqa: E402
-from ddp_tui.remote.runs import RunStore  # noqa: E402
-from ddp_tui.remote.slurm import SlurmScheduler  # noqa: E402
+from ddp_tui.remote.store.runs import RunStore  # noqa: E402
 from ddp_tui.spec import ExperimentSpec, sweep_from_options  # noqa: E402
 
 #: The Slurm tools whose calls are counted.

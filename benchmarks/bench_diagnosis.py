@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_refresh import CannedSlurm
 from ddp_tui.config import Profile
 from ddp_tui.diagnosis import LogTail, RunFacts, classify
+from ddp_tui.remote.backends.executor import Batch, BatchResult
+from ddp_tui.remote.backends.slurm import SlurmScheduler
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import Batch, BatchResult
-from ddp_tui.remote.runs import RunStore
-from ddp_tui.remote.slurm import SlurmScheduler
+from ddp_tui.remote.store.runs import RunStore
 from ddp_tui.spec import ExperimentSpec
 
 TRACE = 'Traceback (most recent call last):\n  File "/w/code/ddp_tui/trainer/__main__.py", line 5\n'

@@ -45,15 +45,15 @@ from tests.helpers.long_metrics import finished_run, metrics_row  # noqa: E402
 
 from bench_tui import PtyApp, Result, _expect, print_table  # noqa: E402
 from ddp_tui.config import Profile  # noqa: E402
+from ddp_tui.remote.backends.executor import LocalExecutor  # noqa: E402
 from ddp_tui.remote.cluster import Cluster  # noqa: E402
-from ddp_tui.remote.executor import LocalExecutor  # noqa: E402
-from ddp_tui.remote.tail import (  # noqa: E402
+from ddp_tui.remote.model.views import DETAIL_METRICS_ROWS  # noqa: E402
+from ddp_tui.remote.store.tail import (  # noqa: E402
     PLOT_BUCKETS,
     MetricsReader,
     parse_metrics_csv,
     plot_sample,
 )
-from ddp_tui.remote.views import DETAIL_METRICS_ROWS  # noqa: E402
 
 SMALL = 100
 #: Seconds for Enter or Escape (the issue measured 6 to 13 s for Escape). Not 0.5: on a

@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_refresh import NEWEST, CannedSlurm, make_store
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import CommandResult
+from ddp_tui.remote.backends.slurm import SEP, SlurmScheduler
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import CommandResult
-from ddp_tui.remote.runs import RunStore
-from ddp_tui.remote.slurm import SEP, SlurmScheduler
+from ddp_tui.remote.store.runs import RunStore
 
 
 class CountingSlurm(CannedSlurm):

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import Batch, BatchResult, CommandResult, LocalExecutor
+from ddp_tui.remote.backends.slurm import SEP, SlurmScheduler
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import Batch, BatchResult, CommandResult, LocalExecutor
-from ddp_tui.remote.runs import RunStore
-from ddp_tui.remote.slurm import SEP, SlurmScheduler
+from ddp_tui.remote.store.runs import RunStore
 from ddp_tui.spec import ExperimentSpec
 
 METRICS_HEADER = (

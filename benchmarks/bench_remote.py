@@ -50,15 +50,15 @@ from tests.integration.story import tiny_spec
 
 from ddp_tui import __version__
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import Batch, BatchResult, Executor, FileRead, LocalExecutor
+from ddp_tui.remote.backends.local import LocalScheduler
+from ddp_tui.remote.backends.scheduler import Scheduler
+from ddp_tui.remote.backends.slurm import SlurmScheduler
+from ddp_tui.remote.backends.ssh import SSHExecutor
+from ddp_tui.remote.backends.ssh.api import NoPrompter
+from ddp_tui.remote.backends.ssh.batch import BatchHelper
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import Batch, BatchResult, Executor, FileRead, LocalExecutor
-from ddp_tui.remote.local import LocalScheduler
-from ddp_tui.remote.runs import RunStore, new_run_id
-from ddp_tui.remote.scheduler import Scheduler
-from ddp_tui.remote.slurm import SlurmScheduler
-from ddp_tui.remote.ssh import SSHExecutor
-from ddp_tui.remote.ssh.api import NoPrompter
-from ddp_tui.remote.ssh.batch import BatchHelper
+from ddp_tui.remote.store.runs import RunStore, new_run_id
 
 SQUEUE = "".join(
     f"{1000 + i}|debug|ddp-run-{i}|ddptest|{'RUNNING' if i % 3 else 'PENDING'}|"

@@ -41,10 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fixtures.sshd import SshEnv, skip_reason, sshd_environment
 
-from ddp_tui.remote.executor import Executor, LocalExecutor
-from ddp_tui.remote.snapshot import MB, SnapshotManifest, build_manifest
-from ddp_tui.remote.ssh import SSHExecutor
-from ddp_tui.remote.ssh.api import NoPrompter
+from ddp_tui.remote.backends.executor import Executor, LocalExecutor
+from ddp_tui.remote.backends.ssh import SSHExecutor
+from ddp_tui.remote.backends.ssh.api import NoPrompter
+from ddp_tui.remote.store.snapshot import MB, SnapshotManifest, build_manifest
 
 LARGE_FILES = 4
 

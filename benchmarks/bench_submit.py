@@ -27,11 +27,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from ddp_tui.config import Profile  # noqa: E402
+from ddp_tui.remote.backends.executor import LocalExecutor  # noqa: E402
+from ddp_tui.remote.backends.local import LocalScheduler  # noqa: E402
 from ddp_tui.remote.cluster import Cluster  # noqa: E402
-from ddp_tui.remote.executor import LocalExecutor  # noqa: E402
-from ddp_tui.remote.history import attempt_record  # noqa: E402
-from ddp_tui.remote.local import LocalScheduler  # noqa: E402
-from ddp_tui.remote.runs import RunStore  # noqa: E402
+from ddp_tui.remote.store.history import attempt_record  # noqa: E402
+from ddp_tui.remote.store.runs import RunStore  # noqa: E402
 
 
 def main() -> None:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ddp_tui.remote.views import Snapshot
+    from ddp_tui.remote.model.views import Snapshot
 
 MIB = 1024 * 1024
 COLS, ROWS = 120, 40
@@ -348,8 +348,8 @@ def _log_child(tiny: str, big: str, slow: str, fast: str, follow_interval: float
     from textual.widgets import Static
     from textual.worker import get_current_worker
 
-    from ddp_tui.remote.executor import LocalExecutor
-    from ddp_tui.remote.tail import LogReader
+    from ddp_tui.remote.backends.executor import LocalExecutor
+    from ddp_tui.remote.store.tail import LogReader
     from ddp_tui.tui.logview import LogPane
 
     executor = LocalExecutor()
@@ -656,8 +656,8 @@ def _snapshot(n: int, k: int, refreshes: int) -> Snapshot:
     """Refresh ``k`` of ``n`` running runs. Up to ``refreshes`` every run changes its
     elapsed time, epoch, loss, metric and throughput (the worst case); after that only
     the first TYPICAL_CHANGING do. The first run is named ``refresh-k`` either way."""
-    from ddp_tui.remote.states import JobState
-    from ddp_tui.remote.views import Attempt, RunView, Snapshot
+    from ddp_tui.remote.backends.states import JobState
+    from ddp_tui.remote.model.views import Attempt, RunView, Snapshot
     from ddp_tui.spec import ExperimentSpec
 
     spec = ExperimentSpec(name="bench", nodes=2, gpus_per_node=4)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddp_tui.remote.states import TERMINAL_STATES
+from ddp_tui.remote.backends.states import TERMINAL_STATES
 
 from .context import Context
 from .report import FAIL, Step

@@ -25,8 +25,8 @@ from ddp_tui import __version__
 if TYPE_CHECKING:
     from ddp_tui.config import Profile
     from ddp_tui.remote.cluster import Cluster
-    from ddp_tui.remote.plan import SubmitPlan
-    from ddp_tui.remote.views import RunView
+    from ddp_tui.remote.model.views import RunView
+    from ddp_tui.remote.submit.plan import SubmitPlan
     from ddp_tui.spec import ExperimentSpec, FieldSpec, SweepFile
 
 #: Run directories the app reads per refresh: its first table shows the newest runs at
@@ -286,9 +286,9 @@ def _main(argv: Sequence[str] | None) -> int:
             return 2
     from ddp_tui.cli_watch import finish_notifications, prepare_notifications
     from ddp_tui.errors import DdpTuiError
-    from ddp_tui.remote.executor import ExecutorError
-    from ddp_tui.remote.plan import ValidationFailed
-    from ddp_tui.remote.scheduler import SchedulerError
+    from ddp_tui.remote.backends.executor import ExecutorError
+    from ddp_tui.remote.backends.scheduler import SchedulerError
+    from ddp_tui.remote.submit.plan import ValidationFailed
     from ddp_tui.spec import SpecError
 
     try:
@@ -336,7 +336,7 @@ def _submits(args: argparse.Namespace) -> bool:
 def _profile(args: argparse.Namespace) -> Profile:
     """The chosen profile, with ``--scheduler`` in place of its own setting."""
     from ddp_tui.config import get_profile
-    from ddp_tui.remote.scheduler import SchedulerError
+    from ddp_tui.remote.backends.scheduler import SchedulerError
 
     profile = get_profile(args.profile)
     if getattr(args, "skip_python_check", False):
@@ -386,7 +386,7 @@ def _spec_from_args(
 ) -> ExperimentSpec:
     """The spec of the command line's options over the profile's defaults (or --spec);
     ``under``: fields the options override (a sweep file's ``[base]``)."""
-    from ddp_tui.remote.plan import ValidationFailed
+    from ddp_tui.remote.submit.plan import ValidationFailed
     from ddp_tui.spec import ExperimentSpec, check_form
 
     base = cluster.default_spec()
@@ -407,7 +407,7 @@ def _spec_from_args(
 
 
 def _cmd_submit(cluster: Cluster, args: argparse.Namespace) -> int:
-    from ddp_tui.remote.plan import ValidationFailed
+    from ddp_tui.remote.submit.plan import ValidationFailed
     from ddp_tui.spec import FieldError, SpecError
 
     try:
@@ -429,7 +429,7 @@ def _cmd_submit(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) -> int:
-    from ddp_tui.remote.plan import ValidationFailed
+    from ddp_tui.remote.submit.plan import ValidationFailed
 
     if args.dry_run:
         # No warnings here: a dry run is how a script is previewed where Slurm is not
@@ -456,7 +456,7 @@ def _submit_sweep(
     """Plan the sweep (all members, or none, are submitted); print each member's run id, job
     id, size and values. A dry run prints the scripts the submit would hand to the
     scheduler: each job array's, then each separate member's."""
-    from ddp_tui.remote.plan import ValidationFailed
+    from ddp_tui.remote.submit.plan import ValidationFailed
     from ddp_tui.spec import SpecError, Sweep, sweep_from_options
 
     size_field = "gpus_per_node" if args.sweep_over == "gpus" else "nodes"
@@ -535,7 +535,7 @@ def _warn(plans: Sequence[SubmitPlan]) -> None:
 
 def _recheck_python(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) -> None:
     """With --recheck-python, forget the remembered check, so that the plan checks again."""
-    from ddp_tui.remote.prequeue import PythonCheckCache, PythonKey
+    from ddp_tui.remote.submit.prequeue import PythonCheckCache, PythonKey
 
     if args.recheck_python:
         PythonCheckCache().forget(PythonKey.of(cluster.profile.name, cluster.location, spec))
@@ -664,7 +664,7 @@ def _cmd_verify(cluster: Cluster, args: argparse.Namespace) -> int:
 def _cmd_why(cluster: Cluster, args: argparse.Namespace) -> int:
     """Why the run is where it is; exit 1 when there is something to fix."""
     from ddp_tui.diagnosis.text import diagnosis_lines
-    from ddp_tui.remote.states import JobState
+    from ddp_tui.remote.backends.states import JobState
 
     view = resolve_run(cluster, args.run)
     head = f"{view.run_id} (job {view.job_id or '-'}): {view.state.value}"

@@ -2,7 +2,7 @@
 
 Apart from ``cli.py`` for length only: ``cli.py`` finds the run (an id, a prefix or a job id)
 and prints what :func:`stacks_output` returns for the facade's
-:class:`~ddp_tui.remote.stacks.StacksTaken` (docs/stacks.md).
+:class:`~ddp_tui.remote.live.stacks.StacksTaken` (docs/stacks.md).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ddp_tui.text import strict_json
 
 if TYPE_CHECKING:
-    from ddp_tui.remote.stacks import StacksTaken
+    from ddp_tui.remote.live.stacks import StacksTaken
 
 #: The deadline of the whole taking, seconds, unless ``--timeout`` says otherwise.
 DEFAULT_TIMEOUT_SEC = 8.0

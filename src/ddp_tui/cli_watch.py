@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, TextIO
 
 from ddp_tui.errors import DdpTuiError
 from ddp_tui.notify_delivery import NotifyCommand, event_sequence
-from ddp_tui.remote.events import NotifyEvent
+from ddp_tui.remote.model.events import NotifyEvent
 
 if TYPE_CHECKING:
     from ddp_tui.config import Profile
     from ddp_tui.remote.cluster import Cluster
-    from ddp_tui.remote.views import RunView
+    from ddp_tui.remote.model.views import RunView
 
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1

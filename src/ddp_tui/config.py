@@ -113,7 +113,7 @@ class Profile:
     stall_after_min: float = 10.0
     cancel_stalled: bool = False
     # Before a submit, the job's python is checked for torch and torchvision once per
-    # interpreter (remote/prequeue.py); false: the user knows better, never check.
+    # interpreter (remote/submit/prequeue.py); false: the user knows better, never check.
     check_python: bool = True
     # The local scheduler's state directory (job files, its lock); None: the default
     # under $XDG_STATE_HOME. A key of its own, so that an unwritable HOME can be avoided.

@@ -446,7 +446,7 @@ def register_stack_dump(
 
 # -- Slurm host lists (``gpu[01-03,07],n[1-2]``) without Slurm binaries. Here because this is
 # the one module both sides may import: the trainer (its rendezvous host) and the app (the
-# node a shell opens on, ddp_tui.remote.hostlist).
+# node a shell opens on, ddp_tui.remote.backends.hostlist).
 
 
 def _split_top_level(text: str) -> list[str]:

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from ddp_tui.remote.events import NotifyEvent
+from ddp_tui.remote.model.events import NotifyEvent
 
 #: How long one notify_command may run before it is killed.
 COMMAND_TIMEOUT_SEC = 30.0

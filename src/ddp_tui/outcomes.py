@@ -9,7 +9,7 @@ the epochs done, the wall time, the GPU-hours (:mod:`ddp_tui.usage`) and the thr
 The best run by the metric is marked; :func:`sort_outcomes` orders by any column.
 :func:`run_diff` sets two runs side by side.
 
-Pure: the facade (:mod:`ddp_tui.remote.outcomes_io`) reads the runs' files and their
+Pure: the facade (:mod:`ddp_tui.remote.groups.outcomes_io`) reads the runs' files and their
 elapsed times and hands them here as :class:`Member` values. docs/compare.md describes what
 is shown and the rules behind it.
 """

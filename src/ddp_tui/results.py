@@ -2,7 +2,7 @@
 
 Inputs are what a run directory holds: ``metrics.csv`` rows, ``spec.json``'s spec,
 the trainer's ``run.json`` and the resource telemetry's summary (read by
-:mod:`ddp_tui.remote.comparison`; everything here is pure; the telemetry's summaries are
+:mod:`ddp_tui.remote.groups.comparison`; everything here is pure; the telemetry's summaries are
 made by :mod:`ddp_tui.resources` and re-exported here). Throughput and epoch time are the
 median of the epochs after the first (the first pays for warm-up, compilation and cold
 caches), or of the only epoch when there is just one.

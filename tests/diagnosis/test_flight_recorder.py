@@ -26,7 +26,7 @@ from ddp_tui.diagnosis.flight_recorder import (
     load_dump,
     rank_ranges,
 )
-from ddp_tui.remote.diagnosing import stall_cancel_diagnosis
+from ddp_tui.remote.observe.diagnosing import stall_cancel_diagnosis
 from tests.helpers.fake_flight_recorder import FakeRank, fake_hang, frames
 
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.model.views import RunView
 from ddp_tui.spec import ExperimentSpec, sweep_from_options
 
 SIZES = (1, 2)

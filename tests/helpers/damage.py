@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 
 #: Every file and directory of the contract that a finished trainer run can hold, and those
 #: of a user's script or a preflight (garbage written where they would be).

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from ddp_tui.remote.ssh import SSHExecutor
+from ddp_tui.remote.backends.ssh import SSHExecutor
 
 
 def main(args: list[str]) -> int:

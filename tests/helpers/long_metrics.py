@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from ddp_tui.jobfiles import METRICS_COLUMNS, csv_cell
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.runs import RunStore
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.store.runs import RunStore
 from ddp_tui.spec import ExperimentSpec
 
 HEADER = ",".join(METRICS_COLUMNS) + "\n"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from ddp_tui.spec import ExperimentSpec
 from tests.integration.story import run_json, tiny_script_spec, wait_state
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.verification import WINDOWS_CHECK
+from ddp_tui.remote.model.verification import WINDOWS_CHECK
 from ddp_tui.spec import ExperimentSpec, check_form
 from tests.integration.frameworks import ended
 from tests.integration.story import USER_SCRIPTS, run_json, tiny_script_spec

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ddp_tui.diagnosis import Diagnosis
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.model.views import RunView
 from ddp_tui.spec import ExperimentSpec
 
 

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from ddp_tui.text import strict_json
 from tests.helpers.damage import CONTRACT_FILES, copy_run
 

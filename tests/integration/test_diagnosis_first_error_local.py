@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from tests.integration.story import USER_SCRIPTS, diagnosed, logs, tiny_script_spec, wait_state
 from tests.integration.test_diagnosis_local import ENDED, open_cluster, why
 

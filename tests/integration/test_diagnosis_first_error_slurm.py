@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from tests.integration.story import diagnosed, tiny_script_spec, wait_state
 from tests.integration.test_diagnosis_first_error_local import (
     check_left_out,

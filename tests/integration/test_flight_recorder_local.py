@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.states import JobState
 from tests.helpers.fake_flight_recorder import fake_hang, write_fake_dumps
 from tests.integration.story import diagnosed, logs, tiny_script_spec, wait_state
 from tests.integration.test_diagnosis_local import ENDED, open_cluster, why

@@ -17,8 +17,8 @@ import pytest
 
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.verification import SYNC_CHECK
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.model.verification import SYNC_CHECK
+from ddp_tui.remote.model.views import RunView
 from tests.integration.frameworks import (
     CASES,
     Case,

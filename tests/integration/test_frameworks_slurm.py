@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.verification import SYNC_CHECK
+from ddp_tui.remote.model.verification import SYNC_CHECK
 from tests.integration.frameworks import CASES, Case, check_framework_run, ended, framework_spec
 from tests.integration.story import run_json
 from tests.integration.test_frameworks_local import check_trained_alone

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from tests.helpers.hold import Hold
 from tests.helpers.small_disk import fill, free_bytes, mount_tmpfs, unmount
 from tests.integration.story import diagnosed, logs, tiny_spec, wait_state

@@ -18,13 +18,13 @@ import pytest
 
 from ddp_tui.cli import main as cli_main
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.backends.local import LocalScheduler
+from ddp_tui.remote.backends.scheduler import JobStatus
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.local import LocalScheduler
-from ddp_tui.remote.runs import RunRef, RunStore
-from ddp_tui.remote.scheduler import JobStatus
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.model.views import RunView
+from ddp_tui.remote.store.runs import RunRef, RunStore
 from ddp_tui.spec import ExperimentSpec
 
 SPEC = ExperimentSpec(name="hist", epochs=2)

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import Batch, BatchResult, LocalExecutor
+from ddp_tui.remote.backends.slurm import SlurmScheduler
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import Batch, BatchResult, LocalExecutor
-from ddp_tui.remote.runs import RunRef, RunStore
-from ddp_tui.remote.slurm import SlurmScheduler
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.model.views import RunView
+from ddp_tui.remote.store.runs import RunRef, RunStore
 from ddp_tui.spec import ExperimentSpec
 
 pytestmark = pytest.mark.slurm

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.plan import ValidationFailed
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.submit.plan import ValidationFailed
 from tests.helpers.hold import Hold
 from tests.integration.story import epochs_in_metrics, tiny_spec, wait_for, wait_state
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from ddp_tui.spec import ExperimentSpec
 from tests.helpers.advisor_sweep import open_local
 from tests.integration.test_cli import cli

@@ -30,13 +30,13 @@ import pytest
 
 from ddp_tui.advisor.report import advice_json
 from ddp_tui.config import Profile
-from ddp_tui.remote.advising import advise_group
+from ddp_tui.remote.backends.executor import ExecutorError, LocalExecutor
+from ddp_tui.remote.backends.ssh import SSHExecutor
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import ExecutorError, LocalExecutor
-from ddp_tui.remote.runs import SCRIPT_FILE, RunStore
-from ddp_tui.remote.ssh import SSHExecutor
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunDetail, RunView
+from ddp_tui.remote.groups.advising import advise_group
+from ddp_tui.remote.model.views import RunDetail, RunView
+from ddp_tui.remote.store.runs import SCRIPT_FILE, RunStore
 from tests.fixtures.sshd import SshdServer, SshEnv, free_port
 from tests.helpers.hold import Hold
 from tests.integration.story import (

@@ -15,7 +15,7 @@ import pytest
 
 from ddp_tui.errors import DdpTuiError
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.space import MARGIN_BYTES
+from ddp_tui.remote.store.space import MARGIN_BYTES
 from tests.helpers.small_disk import fill, mount_tmpfs, unmount
 from tests.integration.story import tiny_spec
 from tests.integration.test_submit_races_local import attempt_ids, make_run, open_cluster

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from tests.integration.story import run_json, tiny_script_spec, wait_state
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]

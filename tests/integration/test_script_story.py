@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.model.views import RunView
 from ddp_tui.spec import sweep_from_options
 from tests.integration.story import (
     epochs_in_metrics,

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.stacks import StacksTaken
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.live.stacks import StacksTaken
+from ddp_tui.remote.model.views import RunView
 from tests.integration.story import tiny_script_spec, wait_state
 from tests.integration.test_cli import cli
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from tests.integration.story import tiny_script_spec, wait_state
 from tests.integration.test_stacks_local import stacks_when_rank0_waits, wait_file
 

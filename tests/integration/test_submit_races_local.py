@@ -26,12 +26,12 @@ from typing import Any
 import pytest
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.backends.local import LocalScheduler
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.local import LocalScheduler
-from ddp_tui.remote.runs import RunRef, RunStore
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.submission import AttemptRefused
+from ddp_tui.remote.store.runs import RunRef, RunStore
+from ddp_tui.remote.submit.submission import AttemptRefused
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -259,7 +259,7 @@ _KILLED_AFTER_QUEUE = textwrap.dedent(
     import os, signal, sys
     sys.path.insert(0, {repo!r})
     from pathlib import Path
-    from ddp_tui.remote.local import LocalScheduler
+    from ddp_tui.remote.backends.local import LocalScheduler
     from tests.integration.test_submit_races_local import open_cluster
     from tests.integration.story import tiny_spec
 

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import CommandResult, ExecutorError, LocalExecutor
+from ddp_tui.remote.backends.scheduler import SchedulerError
+from ddp_tui.remote.backends.slurm import SlurmScheduler
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import CommandResult, ExecutorError, LocalExecutor
-from ddp_tui.remote.runs import RunStore
-from ddp_tui.remote.scheduler import SchedulerError
-from ddp_tui.remote.slurm import SlurmScheduler
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.store.runs import RunStore
 from tests.integration.story import tiny_spec, wait_state
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,9 +112,9 @@ _DIES_AFTER_SBATCH = textwrap.dedent(
     sys.path.insert(0, {repo!r})
     from ddp_tui.config import Profile
     from ddp_tui.remote.cluster import Cluster
-    from ddp_tui.remote.executor import LocalExecutor
-    from ddp_tui.remote.runs import RunStore
-    from ddp_tui.remote.slurm import SlurmScheduler
+    from ddp_tui.remote.backends.executor import LocalExecutor
+    from ddp_tui.remote.store.runs import RunStore
+    from ddp_tui.remote.backends.slurm import SlurmScheduler
     from tests.integration.story import tiny_spec
 
     class DiesAfterSbatch(SlurmScheduler):

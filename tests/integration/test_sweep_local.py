@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-import ddp_tui.remote.array_submit as array_submit
+import ddp_tui.remote.submit.array_submit as array_submit
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.backends.local import LocalScheduler
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.local import LocalScheduler
-from ddp_tui.remote.runs import RunStore
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.store.runs import RunStore
 from ddp_tui.spec import sweep_from_options
 from tests.helpers.hold import Hold
 from tests.integration.story import tiny_spec, wait_state

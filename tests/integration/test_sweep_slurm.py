@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from ddp_tui.spec import sweep_from_options
 from tests.helpers.hold import Hold
 from tests.integration.story import tiny_spec, wait_for, wait_state

@@ -34,9 +34,9 @@ from typing import Any
 import pytest
 
 from ddp_tui.jobfiles import TELEMETRY_DIR, telemetry_file
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.model.views import RunView
 from ddp_tui.resources import ResourceSummary, ResourceView, parse_lines, summarize_samples
 from tests.helpers.hold import Hold
 from tests.integration.story import tiny_script_spec, tiny_spec, wait_for, wait_state

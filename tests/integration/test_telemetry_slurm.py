@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.model.views import RunView
 from ddp_tui.spec import ExperimentSpec
 from tests.helpers.hold import Hold
 from tests.integration.story import tiny_spec, wait_for, wait_state

@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ddp_tui.remote.local import LocalScheduler, pid_alive
-from ddp_tui.remote.local.reaping import JobProcesses, end_job_processes
-from ddp_tui.remote.scheduler import JobStatus
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.local import LocalScheduler, pid_alive
+from ddp_tui.remote.backends.local.reaping import JobProcesses, end_job_processes
+from ddp_tui.remote.backends.scheduler import JobStatus
+from ddp_tui.remote.backends.states import JobState
 
 HEADER = """#!/bin/bash
 #SBATCH --job-name=test

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.remote import slurm
-from ddp_tui.remote.executor import CommandResult, LocalExecutor
-from ddp_tui.remote.history import MissingJobs
-from ddp_tui.remote.job_ids import (
+from ddp_tui.remote.backends import slurm
+from ddp_tui.remote.backends.executor import CommandResult, LocalExecutor
+from ddp_tui.remote.backends.job_ids import (
     array_index,
     array_master,
     covered_ids,
@@ -29,10 +28,11 @@ from ddp_tui.remote.job_ids import (
     task_id,
     task_ranges,
 )
-from ddp_tui.remote.scheduler import SchedulerError
-from ddp_tui.remote.slurm import SEP, SlurmScheduler
-from ddp_tui.remote.slurm.commands import accounting_ids
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.scheduler import SchedulerError
+from ddp_tui.remote.backends.slurm import SEP, SlurmScheduler
+from ddp_tui.remote.backends.slurm.commands import accounting_ids
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.store.history import MissingJobs
 
 DATA = Path(__file__).parent / "data"
 ARRAY = json.loads((DATA / "jobs.json").read_text())["array"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_tui.remote.local.directives import expand_log_pattern, parse_array
-from ddp_tui.remote.scheduler import SchedulerError
+from ddp_tui.remote.backends.local.directives import expand_log_pattern, parse_array
+from ddp_tui.remote.backends.scheduler import SchedulerError
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.remote.local import pid_alive, process_start
-from ddp_tui.remote.local.reaping import JOB_MARKER_ENV
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.local import pid_alive, process_start
+from ddp_tui.remote.backends.local.reaping import JOB_MARKER_ENV
+from ddp_tui.remote.backends.states import JobState
 
 from .local_env import WAIT_FOR_GO, Env, wait_for
 

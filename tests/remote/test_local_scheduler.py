@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.remote.local import (
+from ddp_tui.remote.backends.local import (
     LocalScheduler,
     expand_log_pattern,
     pid_alive,
     requested_nodes,
     sbatch_options,
 )
-from ddp_tui.remote.scheduler import SchedulerError
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.scheduler import SchedulerError
+from ddp_tui.remote.backends.states import JobState
 
 from .local_env import HEADER, WAIT_FOR_GO, Env, wait_for
 
@@ -334,7 +334,11 @@ def test_the_supervisor_runs_under_an_interpreter_without_ddp_tui_and_leaves_pyt
 
 def test_the_supervisor_module_explains_its_arguments() -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "ddp_tui.remote.local.supervisor"], capture_output=True, text=True
+        [sys.executable, "-m", "ddp_tui.remote.backends.local.supervisor"],
+        capture_output=True,
+        text=True,
     )
     assert res.returncode == 1
-    assert "usage: python -m ddp_tui.remote.local.supervisor STATE_DIR JOB_ID" in res.stderr
+    assert (
+        "usage: python -m ddp_tui.remote.backends.local.supervisor STATE_DIR JOB_ID" in res.stderr
+    )

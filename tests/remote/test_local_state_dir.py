@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from ddp_tui.cli import main
-from ddp_tui.remote.local import LocalScheduler
-from ddp_tui.remote.local.store import StateDirUnusable
+from ddp_tui.remote.backends.local import LocalScheduler
+from ddp_tui.remote.backends.local.store import StateDirUnusable
 
 EXE = shutil.which("ddp-tui", path=os.path.dirname(sys.executable)) or "ddp-tui"
 NOBODY = 65534

@@ -1,4 +1,4 @@
-"""The checks before a job queues (ddp_tui.remote.prequeue), with real parts: the local
+"""The checks before a job queues (ddp_tui.remote.submit.prequeue), with real parts: the local
 executor running a real interpreter without torch (a fresh venv), the test venv's own python
 (it has torch), real missing and existing data roots, and the real cache file; over real
 SSH, the check is one exec."""
@@ -16,17 +16,17 @@ from typing import Any
 import pytest
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import CommandResult, LocalExecutor
+from ddp_tui.remote.backends.local import LocalScheduler
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import CommandResult, LocalExecutor
-from ddp_tui.remote.local import LocalScheduler
-from ddp_tui.remote.prequeue import (
+from ddp_tui.remote.store.runs import RunStore
+from ddp_tui.remote.submit.prequeue import (
     PythonCheckCache,
     PythonKey,
     check_command,
     default_cache_path,
     prequeue_errors,
 )
-from ddp_tui.remote.runs import RunStore
 from ddp_tui.spec import ExperimentSpec, FieldError
 
 WHERE = "local scheduler"

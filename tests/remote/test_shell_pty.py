@@ -18,7 +18,7 @@ import pytest
 
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.shells import shell_argv
+from ddp_tui.remote.live.shells import shell_argv
 from tests.fixtures.sshd import SshEnv
 from tests.helpers.hold import Hold
 from tests.helpers.pty_session import PtySession

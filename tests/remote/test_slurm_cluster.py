@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.remote.executor import (
+from ddp_tui.remote.backends.executor import (
     Batch,
     BatchResult,
     CommandResult,
@@ -21,9 +21,9 @@ from ddp_tui.remote.executor import (
     FileStat,
     LocalExecutor,
 )
-from ddp_tui.remote.scheduler import JobStatus, SchedulerError, SchedulerUnavailable
-from ddp_tui.remote.slurm import AccountingUnavailable, SlurmScheduler
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.scheduler import JobStatus, SchedulerError, SchedulerUnavailable
+from ddp_tui.remote.backends.slurm import AccountingUnavailable, SlurmScheduler
+from ddp_tui.remote.backends.states import JobState
 from tests.fixtures.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slurm

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.remote import slurm
-from ddp_tui.remote.executor import (
+from ddp_tui.remote.backends import slurm
+from ddp_tui.remote.backends.executor import (
     CommandResult,
     CommandTimeout,
     Executor,
@@ -25,9 +25,9 @@ from ddp_tui.remote.executor import (
     FileStat,
     LocalExecutor,
 )
-from ddp_tui.remote.scheduler import SchedulerError, SchedulerUnavailable
-from ddp_tui.remote.slurm import SEP, SlurmScheduler
-from ddp_tui.remote.states import _SLURM_STATES, JobState, from_slurm
+from ddp_tui.remote.backends.scheduler import SchedulerError, SchedulerUnavailable
+from ddp_tui.remote.backends.slurm import SEP, SlurmScheduler
+from ddp_tui.remote.backends.states import _SLURM_STATES, JobState, from_slurm
 
 DATA = Path(__file__).parent / "data"
 JOBS: dict[str, str] = json.loads((DATA / "jobs.json").read_text())

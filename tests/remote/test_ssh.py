@@ -23,10 +23,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ddp_tui.remote.executor import Batch, CommandTimeout, ExecutorError, FileRead, LocalExecutor
-from ddp_tui.remote.runs import RunStore
-from ddp_tui.remote.snapshot import build_manifest
-from ddp_tui.remote.ssh import (
+from ddp_tui.remote.backends.executor import (
+    Batch,
+    CommandTimeout,
+    ExecutorError,
+    FileRead,
+    LocalExecutor,
+)
+from ddp_tui.remote.backends.ssh import (
     AuthenticationFailed,
     ConnectFailed,
     ConnectionLost,
@@ -36,9 +40,17 @@ from ddp_tui.remote.ssh import (
     RemoteProtocolError,
     SSHExecutor,
 )
-from ddp_tui.remote.ssh.batch import LAUNCHERS, PY_HELPER, build_request, new_nonce, parse_response
-from ddp_tui.remote.ssh.config import SSHConfigFile, parse_destination
-from ddp_tui.remote.ssh.hostkeys import KnownHosts, fingerprint_sha256, host_key_name
+from ddp_tui.remote.backends.ssh.batch import (
+    LAUNCHERS,
+    PY_HELPER,
+    build_request,
+    new_nonce,
+    parse_response,
+)
+from ddp_tui.remote.backends.ssh.config import SSHConfigFile, parse_destination
+from ddp_tui.remote.backends.ssh.hostkeys import KnownHosts, fingerprint_sha256, host_key_name
+from ddp_tui.remote.store.runs import RunStore
+from ddp_tui.remote.store.snapshot import build_manifest
 from tests.fixtures.sshd import NOISE_LINE, SshEnv, fingerprint, free_port
 
 # --------------------------------------------------------------------------- helpers

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.scheduler import PartitionInfo
-from ddp_tui.remote.slurm import SlurmScheduler
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.backends.scheduler import PartitionInfo
+from ddp_tui.remote.backends.slurm import SlurmScheduler
 from ddp_tui.sbatch_templates import render_preflight, render_training
 from ddp_tui.spec import ExperimentSpec, validate, validate_for_cluster
 from tests.fixtures.slurm_cluster import SlurmCluster

@@ -15,8 +15,8 @@ import pytest
 
 from ddp_tui.diagnosis.classifier import classify_strict
 from ddp_tui.diagnosis.model import RunFacts
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.verification import SYNC_CHECK, training_checks
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.model.verification import SYNC_CHECK, training_checks
 from ddp_tui.scriptrun.observe.journal import Journal
 from ddp_tui.scriptrun.observe.sync import SyncWatch
 from ddp_tui.scriptrun.observed import Observations

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.verification import WINDOWS_CHECK, training_checks
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.model.verification import WINDOWS_CHECK, training_checks
+from ddp_tui.remote.model.views import RunView
 from ddp_tui.sbatch_templates import script_launch_args
 from ddp_tui.scriptrun.budget import steps_budget
 from ddp_tui.scriptrun.presets import parse_step_line

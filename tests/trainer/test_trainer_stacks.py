@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.runs import RunRef
-from ddp_tui.remote.stacks import dump_stacks, read_registrations
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.live.stacks import dump_stacks, read_registrations
+from ddp_tui.remote.store.runs import RunRef
 from tests.helpers.hold import Hold
 from tests.trainer.helpers import TINY, torchrun_argv, trainer_env
 from tests.trainer.test_trainer_ddp import _wait_until_parked

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddp_tui.jobfiles import METRICS_COLUMNS, STEP_TIMES_FILE, csv_cell
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.history import attempt_record, end_record
-from ddp_tui.remote.runs import RunStore
-from ddp_tui.remote.scheduler import JobStatus
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.backends.scheduler import JobStatus
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.store.history import attempt_record, end_record
+from ddp_tui.remote.store.runs import RunStore
 from ddp_tui.spec import ExperimentSpec, expand_sweep, sweep_from_options
 
 SAMPLES = 2048

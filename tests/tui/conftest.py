@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from ddp_tui.remote.local import LocalScheduler
+from ddp_tui.remote.backends.local import LocalScheduler
 from ddp_tui.tui.app import DdpTuiApp
 from tests.tui.fakes import NOW, FakeCluster
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from textual.pilot import Pilot
 from textual.widgets import Input, Select, TextArea
 
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.model.views import RunView
 from ddp_tui.tui.app import DdpTuiApp
 from tests.helpers.hold import Hold
 from tests.tui.conftest import wait_until

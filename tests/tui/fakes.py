@@ -7,7 +7,7 @@ uses the real ``Cluster`` against the real local scheduler or real Slurm instead
 
 ``FakeCluster`` offers the facade's calls (:class:`ddp_tui.remote.api.ClusterAPI`, checked
 by mypy below) and returns fixed data; the spec checks and the submit plans are the real
-ones (``ddp_tui.remote.plan``, ``ddp_tui.spec``, ``sbatch_templates``).
+ones (``ddp_tui.remote.submit.plan``, ``ddp_tui.spec``, ``sbatch_templates``).
 """
 
 from __future__ import annotations
@@ -32,10 +32,14 @@ from ddp_tui.advisor import (
 from ddp_tui.diagnosis import Diagnosis, Evidence
 from ddp_tui.diagnosis.stall import Heartbeat, SilentRank, Stall
 from ddp_tui.outcomes import Member, Outcomes, RunDiff, outcome_table, run_diff
-from ddp_tui.remote import sweep_plan
 from ddp_tui.remote.api import ClusterAPI
-from ddp_tui.remote.group_control import GroupRetry, retry_group
-from ddp_tui.remote.plan import (
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.groups.group_control import GroupRetry, retry_group
+from ddp_tui.remote.live.shells import ShellPlan
+from ddp_tui.remote.live.stacks import StacksTaken
+from ddp_tui.remote.model.views import Attempt, Check, Progress, RunDetail, RunView, Snapshot
+from ddp_tui.remote.submit import sweep_plan
+from ddp_tui.remote.submit.plan import (
     SubmitPlan,
     ValidationFailed,
     make_plan,
@@ -43,10 +47,6 @@ from ddp_tui.remote.plan import (
     require_ok,
     spec_errors,
 )
-from ddp_tui.remote.shells import ShellPlan
-from ddp_tui.remote.stacks import StacksTaken
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import Attempt, Check, Progress, RunDetail, RunView, Snapshot
 from ddp_tui.spec import ExperimentSpec, PartitionInfo, Sweep
 
 if TYPE_CHECKING:

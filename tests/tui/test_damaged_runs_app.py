@@ -11,8 +11,8 @@ import pytest
 from textual.widgets import Static
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from ddp_tui.tui.app import DdpTuiApp
 from ddp_tui.tui.screens.detail import DetailScreen
 from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable

@@ -15,8 +15,8 @@ import pytest
 from textual.widgets import TabbedContent
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from ddp_tui.tui.app import DdpTuiApp
 from ddp_tui.tui.diagnosis_panel import DiagnosisPanel
 from ddp_tui.tui.jobs_table import JobsTable

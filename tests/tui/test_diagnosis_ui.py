@@ -14,8 +14,8 @@ from dataclasses import replace
 from textual.pilot import Pilot
 from textual.widgets import TabbedContent
 
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.model.views import RunView
 from ddp_tui.tui.diagnosis_panel import (
     DiagnosisPanel,
     PanelState,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.model.views import RunView
 from ddp_tui.tui.job_groups import (
     JobLine,
     RunGroup,

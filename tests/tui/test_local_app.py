@@ -14,8 +14,8 @@ import pytest
 from textual.widgets import Input, Static
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from ddp_tui.tui.app import DdpTuiApp
 from ddp_tui.tui.logview import LogPane
 from ddp_tui.tui.modals import ChecksModal, ConfirmModal

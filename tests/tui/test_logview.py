@@ -10,7 +10,7 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import TabbedContent
 
-from ddp_tui.remote.views import RunDetail
+from ddp_tui.remote.model.views import RunDetail
 from ddp_tui.tui.logtext import clean_line, clean_lines, strip_ansi, truncate_line
 from ddp_tui.tui.logview import LogPane, LogView
 from tests.tui.conftest import wait_until

@@ -12,8 +12,8 @@ from textual.widgets import DataTable, Static
 
 from ddp_tui.config import Profile
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.tail import PLOT_BUCKETS
-from ddp_tui.remote.views import DETAIL_METRICS_ROWS, RunDetail
+from ddp_tui.remote.model.views import DETAIL_METRICS_ROWS, RunDetail
+from ddp_tui.remote.store.tail import PLOT_BUCKETS
 from ddp_tui.tui.app import DdpTuiApp
 from ddp_tui.tui.screens.detail import DetailScreen
 from ddp_tui.tui.screens.jobs import JobsScreen

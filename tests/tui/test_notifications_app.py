@@ -16,8 +16,8 @@ from textual.widgets._toast import Toast
 
 from ddp_tui.config import Profile
 from ddp_tui.notify_delivery import osc777
-from ddp_tui.remote.events import RUN_END, NotifyEvent
-from ddp_tui.remote.views import Snapshot
+from ddp_tui.remote.model.events import RUN_END, NotifyEvent
+from ddp_tui.remote.model.views import Snapshot
 from ddp_tui.tui.app import DdpTuiApp
 from tests.tui.conftest import SIZE, wait_until
 from tests.tui.fakes import FakeCluster

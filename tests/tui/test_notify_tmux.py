@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ddp_tui.remote.local import LocalScheduler
+from ddp_tui.remote.backends.local import LocalScheduler
 from tests.helpers.hold import Hold
 from tests.tui.test_tmux import DDP_TUI, Terminal
 

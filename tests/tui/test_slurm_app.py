@@ -52,7 +52,7 @@ async def test_story_on_slurm_with_two_nodes(runs_root: Path, hold: Hold) -> Non
 async def test_controller_outage_shows_in_header_and_recovers(
     slurm_cluster: Any, runs_root: Path
 ) -> None:
-    from ddp_tui.remote.states import JobState
+    from ddp_tui.remote.backends.states import JobState
     from ddp_tui.tui.modals import ConfirmModal
     from ddp_tui.tui.screens.compose import ComposeScreen
     from ddp_tui.tui.screens.jobs import JobsScreen

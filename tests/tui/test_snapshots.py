@@ -12,7 +12,7 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.states import JobState
 from tests.tui.conftest import SIZE, fake_app, settle, wait_until
 from tests.tui.fakes import (
     HEARTBEATS,

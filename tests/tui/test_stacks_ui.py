@@ -16,7 +16,7 @@ from tests.tui.test_diagnosis_ui import _run
 
 
 async def test_fake_k_on_a_stalled_run_shows_every_ranks_stack_and_who_is_behind() -> None:
-    from ddp_tui.remote.states import JobState
+    from ddp_tui.remote.backends.states import JobState
 
     fake = FakeCluster(runs=diagnosed_runs(), heartbeats=HEARTBEATS, stall=STALL)
     app = fake_app(fake)

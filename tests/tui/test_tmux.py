@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.remote.local import LocalScheduler
+from ddp_tui.remote.backends.local import LocalScheduler
 from tests.helpers.hold import Hold
 
 pytestmark = [

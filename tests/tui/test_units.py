@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from textual.app import App, ComposeResult
 
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.spec import ExperimentSpec, spec_from_form
 from ddp_tui.tui.form import FORM_FIELDS as FIELDS
 from ddp_tui.tui.form import form_from_spec

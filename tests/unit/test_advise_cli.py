@@ -1,5 +1,5 @@
 """``ddp-tui advise``'s options, the profile's ``advisor_threshold``, and the I/O side of the
-advisor (remote/advising.py) on real run directories made through the store.
+advisor (remote/groups/advising.py) on real run directories made through the store.
 
 - ``--threshold`` takes a fraction in (0, 1] or a percentage, ``--deadline`` a duration with a
   unit or a Slurm time; anything else is refused naming the flag and the allowed forms (exit 2);
@@ -21,10 +21,10 @@ from ddp_tui.cli import main
 from ddp_tui.cli_advise import parse_deadline, parse_threshold
 from ddp_tui.config import ConfigError, get_profile, load_profiles
 from ddp_tui.jobfiles import STEP_TIMES_FILE
-from ddp_tui.remote.advising import export_group, partition_size, read_step_times
-from ddp_tui.remote.comparison import ADVICE_HEADING
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.runs import RunStore
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.groups.advising import export_group, partition_size, read_step_times
+from ddp_tui.remote.groups.comparison import ADVICE_HEADING
+from ddp_tui.remote.store.runs import RunStore
 from ddp_tui.results import RunData
 from ddp_tui.spec.partitions import PartitionInfo
 

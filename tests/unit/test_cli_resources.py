@@ -14,11 +14,11 @@ import pytest
 
 from ddp_tui.cli import main
 from ddp_tui.jobfiles import telemetry_file
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.history import attempt_record, end_record
-from ddp_tui.remote.runs import RunRef, RunStore
-from ddp_tui.remote.scheduler import JobStatus
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.backends.scheduler import JobStatus
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.store.history import attempt_record, end_record
+from ddp_tui.remote.store.runs import RunRef, RunStore
 from ddp_tui.resources import RESOURCE_TABLE_HEADER
 from ddp_tui.spec import ExperimentSpec
 from tests.helpers.telemetry_lines import gpu, host

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import ExecutorError, LocalExecutor
+from ddp_tui.remote.backends.scheduler import JobStatus, PartitionInfo, Scheduler, SchedulerError
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import ExecutorError, LocalExecutor
-from ddp_tui.remote.runs import RunStore
-from ddp_tui.remote.scheduler import JobStatus, PartitionInfo, Scheduler, SchedulerError
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.verification import RunFiles, verify_run
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.model.verification import RunFiles, verify_run
+from ddp_tui.remote.model.views import RunView
+from ddp_tui.remote.store.runs import RunStore
 from ddp_tui.spec import ExperimentSpec
 
 IDENTITY = "fake:test-cluster"

@@ -21,11 +21,11 @@ import pytest
 
 from ddp_tui.config import Profile
 from ddp_tui.diagnosis import TAIL_BYTES
+from ddp_tui.remote.backends.executor import Batch, BatchResult, FileRead, LocalExecutor
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import Batch, BatchResult, FileRead, LocalExecutor
-from ddp_tui.remote.runs import RunStore
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.model.views import RunView
+from ddp_tui.remote.store.runs import RunStore
 from tests.unit.test_cluster_facade import FakeScheduler, records, submit, view_of
 
 MISSING_TORCH = (

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.states import JobState
 from tests.helpers.small_disk import fill, mount_tmpfs, unmount
 from tests.unit.test_cluster_facade import FakeScheduler, records, submit, view_of
 from tests.unit.test_diagnosis_facade import log, make_cluster

@@ -14,8 +14,8 @@ from ddp_tui.tui.formatting import failure_title
 
 # Internal signals that never reach a person: each is caught where it is raised.
 INTERNAL = {
-    "ddp_tui.remote.ssh.auth._PromptCancelled",  # the auth strategy's own control flow
-    "ddp_tui.remote.ssh.channels.HelperGone",  # the batch helper ended: SSH falls back
+    "ddp_tui.remote.backends.ssh.auth._PromptCancelled",  # the auth strategy's own control flow
+    "ddp_tui.remote.backends.ssh.channels.HelperGone",  # the batch helper ended: SSH falls back
     "ddp_tui.tui.prompter.PromptUnavailable",  # asked on the UI thread: a bug, not the user's
 }
 
@@ -48,7 +48,7 @@ def test_every_error_of_the_app_has_the_one_root_and_a_title(cls: type[BaseExcep
 
 
 def test_a_failure_title_names_the_kind_of_problem_or_the_bug() -> None:
-    from ddp_tui.remote.scheduler import SchedulerError
+    from ddp_tui.remote.backends.scheduler import SchedulerError
 
     assert failure_title("Submit", SchedulerError("sbatch: error")) == "Submit failed: Scheduler"
     assert failure_title("Verify", KeyError("x")) == "Verify failed: KeyError"

@@ -27,9 +27,9 @@ from ddp_tui.diagnosis.fork_hang import (
     waits_for_loader,
 )
 from ddp_tui.diagnosis.stacks import ProcessStack, parse_process
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.runs import RunRef
-from ddp_tui.remote.stacks import StacksTaken, dump_stacks, last_saved, registration_of
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.live.stacks import StacksTaken, dump_stacks, last_saved, registration_of
+from ddp_tui.remote.store.runs import RunRef
 
 LIB = "/venv/lib/python3.11"
 TORCH = f"{LIB}/site-packages/torch"

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from ddp_tui.preflight_report import format_bytes, summarize
-from ddp_tui.remote import slurm
-from ddp_tui.remote.executor import CommandResult
-from ddp_tui.remote.history import (
+from ddp_tui.remote.backends import slurm
+from ddp_tui.remote.backends.executor import CommandResult
+from ddp_tui.remote.backends.scheduler import JobStatus
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.store.history import (
     MissingJobs,
     end_record,
     lost_status,
     split_job_lines,
     status_of_end,
 )
-from ddp_tui.remote.scheduler import JobStatus
-from ddp_tui.remote.states import JobState
 
 
 def test_split_separates_attempts_from_ends_and_first_real_end_wins() -> None:

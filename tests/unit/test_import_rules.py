@@ -97,8 +97,8 @@ def test_trainer_runs_from_a_bare_snapshot(tmp_path: Path) -> None:
     """The job-side code exactly as a run directory gets it (``code/``) imports without the
     rest of the package: the trainer, the script runner, the reporting helper and the resource
     sampler."""
-    from ddp_tui.remote.executor import LocalExecutor
-    from ddp_tui.remote.runs import RunStore
+    from ddp_tui.remote.backends.executor import LocalExecutor
+    from ddp_tui.remote.store.runs import RunStore
 
     store = RunStore(LocalExecutor(), str(tmp_path / "runs"), code_source=SRC)
     LocalExecutor().upload_files(store.code_files(), str(tmp_path / "code"))

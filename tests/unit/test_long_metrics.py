@@ -6,19 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import Batch, BatchResult, LocalExecutor
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.comparison import load_group
-from ddp_tui.remote.executor import Batch, BatchResult, LocalExecutor
-from ddp_tui.remote.followers import MetricsCache
-from ddp_tui.remote.runs import RunStore
-from ddp_tui.remote.tail import (
+from ddp_tui.remote.groups.comparison import load_group
+from ddp_tui.remote.model.views import DETAIL_METRICS_ROWS
+from ddp_tui.remote.observe.followers import MetricsCache
+from ddp_tui.remote.store.runs import RunStore
+from ddp_tui.remote.store.tail import (
     PLOT_BUCKETS,
     MetricsReader,
     PlotSample,
     parse_metrics_csv,
     plot_sample,
 )
-from ddp_tui.remote.views import DETAIL_METRICS_ROWS
 from tests.helpers.long_metrics import (
     HEADER,
     SPIKE_EPOCH,

@@ -26,11 +26,11 @@ from ddp_tui.notify_delivery import (
     sanitize,
     tmux_wrap,
 )
+from ddp_tui.remote.backends.executor import LocalExecutor
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.events import GROUP_FINISHED, RUN_END, RUN_STALLED, NotifyEvent
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.notify import GROUP_CLAIMS, Notifier
-from ddp_tui.remote.runs import RunRef, RunStore
+from ddp_tui.remote.model.events import GROUP_FINISHED, RUN_END, RUN_STALLED, NotifyEvent
+from ddp_tui.remote.observe.notify import GROUP_CLAIMS, Notifier
+from ddp_tui.remote.store.runs import RunRef, RunStore
 from ddp_tui.spec import ExperimentSpec
 
 ESC, BEL = "\x1b", "\x07"

@@ -21,9 +21,9 @@ from ddp_tui.outcomes import (
     run_diff,
     sort_outcomes,
 )
-from ddp_tui.remote.comparison import export_comparison
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.runs import RunStore
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.groups.comparison import export_comparison
+from ddp_tui.remote.store.runs import RunStore
 from ddp_tui.results import RunData
 from ddp_tui.spec import ExperimentSpec
 from ddp_tui.usage import hours_text, resource_hours

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-import ddp_tui.remote.plan as plan_module
+import ddp_tui.remote.submit.plan as plan_module
 import ddp_tui.sbatch_templates as templates
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.backends.local import LocalScheduler
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.local import LocalScheduler
-from ddp_tui.remote.plan import ValidationFailed
-from ddp_tui.remote.runs import RUN_ID_RE, RunStore
+from ddp_tui.remote.store.runs import RUN_ID_RE, RunStore
+from ddp_tui.remote.submit.plan import ValidationFailed
 from ddp_tui.spec import ExperimentSpec, SpecError, sweep_from_options, validate
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ddp_tui.remote.comparison import export_comparison
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.runs import RunStore
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.groups.comparison import export_comparison
+from ddp_tui.remote.store.runs import RunStore
 from ddp_tui.results import (
     SCALING_COLUMNS,
     RunData,

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 from ddp_tui.jobfiles import telemetry_file
-from ddp_tui.remote.comparison import export_comparison, load_run
-from ddp_tui.remote.executor import Batch, BatchResult, LocalExecutor
-from ddp_tui.remote.followers import TELEMETRY_RUNS_KEPT, TelemetryCache
-from ddp_tui.remote.runs import RunRef, RunStore
+from ddp_tui.remote.backends.executor import Batch, BatchResult, LocalExecutor
+from ddp_tui.remote.groups.comparison import export_comparison, load_run
+from ddp_tui.remote.observe.followers import TELEMETRY_RUNS_KEPT, TelemetryCache
+from ddp_tui.remote.store.runs import RunRef, RunStore
 from ddp_tui.results import (
     SCALING_COLUMNS,
     ResourceSummary,

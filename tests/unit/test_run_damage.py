@@ -1,4 +1,4 @@
-"""What a run directory must hold (remote/run_damage.py), held where it is read: the
+"""What a run directory must hold (remote/store/run_damage.py), held where it is read: the
 cases of issue 21 that need a state a finished run cannot give on demand (a running job's
 progress line) or that are cheapest checked on the pure readers."""
 
@@ -13,20 +13,26 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.remote.executor import Batch, FileRead, LocalExecutor
-from ddp_tui.remote.run_damage import (
+from ddp_tui.remote.backends.executor import Batch, FileRead, LocalExecutor
+from ddp_tui.remote.backends.scheduler import JobStatus
+from ddp_tui.remote.backends.ssh.batch import (
+    LAUNCHERS,
+    PY_HELPER,
+    build_request,
+    new_nonce,
+    parse_response,
+)
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.model.verification import RunFiles, verify_run
+from ddp_tui.remote.model.view_building import build_view
+from ddp_tui.remote.store.run_damage import (
     check_run_json,
     check_spec_json,
     clean_job_line,
     load_object,
     spec_json_of,
 )
-from ddp_tui.remote.runs import RunInfo, RunRef, spec_nodes
-from ddp_tui.remote.scheduler import JobStatus
-from ddp_tui.remote.ssh.batch import LAUNCHERS, PY_HELPER, build_request, new_nonce, parse_response
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.verification import RunFiles, verify_run
-from ddp_tui.remote.view_building import build_view
+from ddp_tui.remote.store.runs import RunInfo, RunRef, spec_nodes
 from ddp_tui.spec import ExperimentSpec
 from ddp_tui.text import strict_json
 

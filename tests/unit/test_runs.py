@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import ddp_tui
-from ddp_tui.remote.executor import Batch, BatchResult, Executor, LocalExecutor
-from ddp_tui.remote.runs import (
+from ddp_tui.remote.backends.executor import Batch, BatchResult, Executor, LocalExecutor
+from ddp_tui.remote.store.runs import (
     HALF_MADE_SEC,
     RUN_ID_RE,
     RunStore,
@@ -22,7 +22,7 @@ from ddp_tui.remote.runs import (
     package_dir,
     sanitize_name,
 )
-from ddp_tui.remote.snapshot import build_manifest
+from ddp_tui.remote.store.snapshot import build_manifest
 
 SPEC = {"model": "mlp", "dataset": "synthetic", "nodes": 1, "gpus_per_node": 2, "epochs": 3}
 

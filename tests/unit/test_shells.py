@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.hostlist import expand_hostlist
-from ddp_tui.remote.local import LocalScheduler
-from ddp_tui.remote.runs import RunInfo, RunRef
-from ddp_tui.remote.scheduler import JobStatus
-from ddp_tui.remote.shells import ShellUnavailable, plan_shell, shell_argv
-from ddp_tui.remote.slurm.client import SlurmScheduler
-from ddp_tui.remote.ssh.interactive import remote_command
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.backends.hostlist import expand_hostlist
+from ddp_tui.remote.backends.local import LocalScheduler
+from ddp_tui.remote.backends.scheduler import JobStatus
+from ddp_tui.remote.backends.slurm.client import SlurmScheduler
+from ddp_tui.remote.backends.ssh.interactive import remote_command
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.live.shells import ShellUnavailable, plan_shell, shell_argv
+from ddp_tui.remote.store.runs import RunInfo, RunRef
 from ddp_tui.trainer.nodelist import expand_nodelist
 
 #: Directory names a shell must not read as code or split: spaces, quotes, $(...), globs,

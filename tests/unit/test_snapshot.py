@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ddp_tui.errors import DdpTuiError
-from ddp_tui.remote import snapshot as snapshot_mod
-from ddp_tui.remote.snapshot import (
+from ddp_tui.remote.store import snapshot as snapshot_mod
+from ddp_tui.remote.store.snapshot import (
     MB,
     SnapshotError,
     SnapshotManifest,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.remote import snapshot as snapshot_mod
-from ddp_tui.remote.snapshot import MB, build_manifest
+from ddp_tui.remote.store import snapshot as snapshot_mod
+from ddp_tui.remote.store.snapshot import MB, build_manifest
 from tests.unit.test_snapshot import git, repo, write
 
 __all__ = ["repo"]  # the fixture, shared with test_snapshot.py

@@ -21,7 +21,7 @@ def test_domain_imports_no_remote_or_tui(module: str) -> None:
 
 
 def test_partition_info_is_the_domains() -> None:
-    from ddp_tui.remote.scheduler import PartitionInfo as FromScheduler
+    from ddp_tui.remote.backends.scheduler import PartitionInfo as FromScheduler
     from ddp_tui.spec import PartitionInfo
 
     assert FromScheduler is PartitionInfo

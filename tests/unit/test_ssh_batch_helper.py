@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ddp_tui.remote.executor import Batch, FileRead, LocalExecutor
-from ddp_tui.remote.ssh import batch_helper
-from ddp_tui.remote.ssh.batch import (
+from ddp_tui.remote.backends.executor import Batch, FileRead, LocalExecutor
+from ddp_tui.remote.backends.ssh import batch_helper
+from ddp_tui.remote.backends.ssh.batch import (
     HELPER_HELLO,
     PY_HELPER,
     build_request,

@@ -31,8 +31,8 @@ from ddp_tui.diagnosis.stuck import (
     stuck_ranks,
     stuck_summary,
 )
-from ddp_tui.remote.executor import LocalExecutor
-from ddp_tui.remote.stacks import (
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.live.stacks import (
     Registration,
     dump_stacks,
     latest_registrations,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ddp_tui.remote.executor import Batch, LocalExecutor
-from ddp_tui.remote.tail import (
+from ddp_tui.remote.backends.executor import Batch, LocalExecutor
+from ddp_tui.remote.store.tail import (
     IncrementalFile,
     LogReader,
     MetricsReader,

@@ -2,7 +2,7 @@
 
 A script run in snapshot mode runs from ``<run>/project/``, a copy of its project directory
 that leaves out what git ignores, caches, environments and checkpoints
-(:mod:`ddp_tui.remote.snapshot`). A data file kept in the project but ignored by git is then
+(:mod:`ddp_tui.remote.store.snapshot`). A data file kept in the project but ignored by git is then
 missing in the job: ``FileNotFoundError: [Errno 2] No such file or directory:
 'data/train.bin'``. The traceback rule would say "fix the error at train.py:121"; the cause
 is the snapshot, and ``snapshot.json``'s ``excluded`` names what it left out and why.

@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from ddp_tui.diagnosis import Diagnosis
-from ddp_tui.remote.group_control import GroupRetry
-from ddp_tui.remote.plan import SubmitPlan
-from ddp_tui.remote.scheduler import PartitionInfo
-from ddp_tui.remote.shells import ShellPlan
-from ddp_tui.remote.stacks import StacksTaken
-from ddp_tui.remote.sweep_plan import SweepPlan
-from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
+from ddp_tui.remote.backends.scheduler import PartitionInfo
+from ddp_tui.remote.groups.group_control import GroupRetry
+from ddp_tui.remote.live.shells import ShellPlan
+from ddp_tui.remote.live.stacks import StacksTaken
+from ddp_tui.remote.model.views import Check, RunDetail, RunView, Snapshot
+from ddp_tui.remote.submit.plan import SubmitPlan
+from ddp_tui.remote.submit.sweep_plan import SweepPlan
 from ddp_tui.resources import ResourceSummary
 from ddp_tui.spec import ExperimentSpec, Sweep
 

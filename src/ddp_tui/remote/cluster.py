@@ -2,9 +2,10 @@
 
 It owns no state of its own beyond caches: the run directories are the truth, so the
 app on a login node and the app on a laptop see the same experiments. What it shows is
-the read model of :mod:`ddp_tui.remote.views`, built by :mod:`ddp_tui.remote.view_building`
-from the files read by :mod:`ddp_tui.remote.followers` and the states kept by
-:mod:`ddp_tui.remote.attempt_states` (see docs/architecture.md).
+the read model of :mod:`ddp_tui.remote.model.views`, built by
+:mod:`ddp_tui.remote.model.view_building`
+from the files read by :mod:`ddp_tui.remote.observe.followers` and the states kept by
+:mod:`ddp_tui.remote.observe.attempt_states` (see docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -15,32 +16,52 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ddp_tui.diagnosis import Diagnosis
-from ddp_tui.remote.array_submit import submit_sweep
-from ddp_tui.remote.attempt_states import AttemptStates
+from ddp_tui.remote.backends.executor import (
+    Batch,
+    CommandResult,
+    Executor,
+    ExecutorError,
+    ReadResult,
+)
+from ddp_tui.remote.backends.scheduler import (
+    AccountingUnavailable,
+    PartitionInfo,
+    Scheduler,
+    SchedulerError,
+    SchedulerUnavailable,
+)
 from ddp_tui.remote.connect import connect
-from ddp_tui.remote.diagnosing import (
+from ddp_tui.remote.groups.group_control import GroupRetry, cancel_group, retry_group
+from ddp_tui.remote.live.shells import ShellPlan, job_status, plan_shell
+from ddp_tui.remote.live.stacks import (
+    DEFAULT_TIMEOUT_SEC,
+    SavedStacks,
+    StacksTaken,
+    last_saved,
+    stacks_before_cancel,
+    take_stacks,
+)
+from ddp_tui.remote.model.events import NotifyEvent
+from ddp_tui.remote.model.verification import RunFiles, damage_check, verify_run
+from ddp_tui.remote.model.view_building import (
+    latest_job_id,
+    spec_of,
+)
+from ddp_tui.remote.model.views import Check, RunDetail, RunView, Snapshot
+from ddp_tui.remote.observe.attempt_states import AttemptStates
+from ddp_tui.remote.observe.diagnosing import (
     STALL_FILE,
     DiagnosisReads,
     diagnose,
     stall_note,
 )
-from ddp_tui.remote.events import NotifyEvent
-from ddp_tui.remote.executor import Batch, CommandResult, Executor, ExecutorError, ReadResult
-from ddp_tui.remote.followers import FollowPass, MetricsCache, TelemetryCache
-from ddp_tui.remote.following import Following
-from ddp_tui.remote.group_control import GroupRetry, cancel_group, retry_group
-from ddp_tui.remote.history import LOST_GRACE_SEC
-from ddp_tui.remote.notify import Notifier
-from ddp_tui.remote.plan import (
-    SubmitPlan,
-    make_plan,
-    plan_spec,
-    spec_errors,
-)
-from ddp_tui.remote.prequeue import prequeue_errors
-from ddp_tui.remote.run_jobs import IntentReconciler, cancel_run
-from ddp_tui.remote.run_table import DIAGNOSES_PER_REFRESH, RunTable
-from ddp_tui.remote.runs import (
+from ddp_tui.remote.observe.followers import FollowPass, MetricsCache, TelemetryCache
+from ddp_tui.remote.observe.following import Following
+from ddp_tui.remote.observe.notify import Notifier
+from ddp_tui.remote.observe.run_table import DIAGNOSES_PER_REFRESH, RunTable
+from ddp_tui.remote.store.history import LOST_GRACE_SEC
+from ddp_tui.remote.store.run_jobs import IntentReconciler, cancel_run
+from ddp_tui.remote.store.runs import (
     CHECKPOINT_FILE,
     CHECKPOINTS_DIR,
     PREFLIGHT_FILE,
@@ -52,32 +73,18 @@ from ddp_tui.remote.runs import (
     new_run_id,
     spec_nodes,
 )
-from ddp_tui.remote.scheduler import (
-    AccountingUnavailable,
-    PartitionInfo,
-    Scheduler,
-    SchedulerError,
-    SchedulerUnavailable,
+from ddp_tui.remote.store.space import free_of, free_space_command
+from ddp_tui.remote.submit.array_submit import submit_sweep
+from ddp_tui.remote.submit.plan import (
+    SubmitPlan,
+    make_plan,
+    plan_spec,
+    spec_errors,
 )
-from ddp_tui.remote.scripts import prepare_script
-from ddp_tui.remote.shells import ShellPlan, job_status, plan_shell
-from ddp_tui.remote.space import free_of, free_space_command
-from ddp_tui.remote.stacks import (
-    DEFAULT_TIMEOUT_SEC,
-    SavedStacks,
-    StacksTaken,
-    last_saved,
-    stacks_before_cancel,
-    take_stacks,
-)
-from ddp_tui.remote.submission import RECOVER_SUBMIT_SEC, create_planned_run, submit_attempt
-from ddp_tui.remote.sweep_plan import SweepPlan, plan_sweep
-from ddp_tui.remote.verification import RunFiles, damage_check, verify_run
-from ddp_tui.remote.view_building import (
-    latest_job_id,
-    spec_of,
-)
-from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
+from ddp_tui.remote.submit.prequeue import prequeue_errors
+from ddp_tui.remote.submit.scripts import prepare_script
+from ddp_tui.remote.submit.submission import RECOVER_SUBMIT_SEC, create_planned_run, submit_attempt
+from ddp_tui.remote.submit.sweep_plan import SweepPlan, plan_sweep
 from ddp_tui.resources import ResourceSummary
 from ddp_tui.spec import ExperimentSpec, FieldError, Sweep
 
@@ -255,7 +262,7 @@ class Cluster:
         self, spec: ExperimentSpec, sweep: Sweep, *, max_concurrent: int | None = None
     ) -> SweepPlan:
         """Every member of ``sweep`` over ``spec`` planned as a single submit, one group,
-        and the job arrays they go in (:mod:`ddp_tui.remote.sweep_plan`)."""
+        and the job arrays they go in (:mod:`ddp_tui.remote.submit.sweep_plan`)."""
         return plan_sweep(
             lambda member, group: self.plan(member, group=group),
             spec,
@@ -277,7 +284,7 @@ class Cluster:
 
     def submit_sweep(self, plan: SweepPlan) -> list[RunView]:
         """Submit a sweep: each job array with one submit, every other member alone
-        (:mod:`ddp_tui.remote.array_submit`); nothing unless every member is ok."""
+        (:mod:`ddp_tui.remote.submit.array_submit`); nothing unless every member is ok."""
         run_ids = submit_sweep(
             self.scheduler,
             self.store,
@@ -561,7 +568,7 @@ class Cluster:
     def shell_command(self, run_id: str, node: str | None = None) -> ShellPlan:
         """Where a shell beside the run's job opens (its first node, or ``node``) and with
         which command; :class:`ShellUnavailable` says why none can (see
-        :mod:`ddp_tui.remote.shells`). One poll of the job."""
+        :mod:`ddp_tui.remote.live.shells`). One poll of the job."""
         info = self._info(run_id)
         status = job_status(info, self.states, self.scheduler)
         via = self.executor.description if self.executor.description != "local" else None
@@ -578,7 +585,7 @@ class Cluster:
         self, run_id: str, *, timeout: float = DEFAULT_TIMEOUT_SEC, py_spy: str = "auto"
     ) -> StacksTaken:
         """Every rank's Python stack of the run's running job, grouped, with which ranks
-        are behind; saved under the run's ``stacks/`` (:mod:`ddp_tui.remote.stacks`)."""
+        are behind; saved under the run's ``stacks/`` (:mod:`ddp_tui.remote.live.stacks`)."""
         info = self._info(run_id)
         return take_stacks(
             self.executor,
@@ -611,7 +618,7 @@ class Cluster:
 
     def cancel_group(self, group: str) -> list[str]:
         """Cancel every live job of the group's runs: a job array with one call
-        (:mod:`ddp_tui.remote.group_control`); returns the ids cancelled."""
+        (:mod:`ddp_tui.remote.groups.group_control`); returns the ids cancelled."""
         infos = [i for i in self.store.list_runs() if i.group == group]
         return cancel_group(self.scheduler, infos)
 
@@ -622,7 +629,7 @@ class Cluster:
         return retry_group([(v.run_id, v.state) for v in views], self.retry)
 
     def verify(self, run_id: str) -> list[Check]:
-        """The checklist (:func:`ddp_tui.remote.verification.verify_run`) over the run's
+        """The checklist (:func:`ddp_tui.remote.model.verification.verify_run`) over the run's
         files as they are now; an ended job's accounting is saved first."""
         info = self._info(run_id)
         job_id = latest_job_id(info)
@@ -667,7 +674,7 @@ class Cluster:
 
     def compare(self, group: str) -> pd.DataFrame:
         """The scaling table of a group: speedup and efficiency against the smallest size."""
-        from ddp_tui.remote.comparison import load_group  # pandas, only when comparing
+        from ddp_tui.remote.groups.comparison import load_group  # pandas, only when comparing
         from ddp_tui.results import scaling_table
 
         return scaling_table(load_group(self.store, group, self.telemetry, self.compare_metrics))
@@ -676,7 +683,7 @@ class Cluster:
         """The group's outcome table: the fields that differ between its runs, then each
         run's metric, epochs, wall time, GPU-hours and throughput, the best run marked
         (:mod:`ddp_tui.outcomes`). ``group``: a group key, or the id of a run in it."""
-        from ddp_tui.remote.outcomes_io import load_outcomes  # pandas, only when comparing
+        from ddp_tui.remote.groups.outcomes_io import load_outcomes  # pandas, only when comparing
 
         return load_outcomes(
             self.store, group, self.groups(), telemetry=self.telemetry, metrics=self.compare_metrics
@@ -685,7 +692,7 @@ class Cluster:
     def diff(self, run_a: str, run_b: str) -> RunDiff:
         """Two runs side by side: the fields that differ, their outcomes and their metrics
         per epoch. ``run_a``, ``run_b``: run ids (the CLI resolves prefixes and job ids)."""
-        from ddp_tui.remote.outcomes_io import load_diff  # pandas, only when comparing
+        from ddp_tui.remote.groups.outcomes_io import load_diff  # pandas, only when comparing
 
         infos = [self._info(run_id) for run_id in (run_a, run_b)]
         return load_diff(
@@ -695,7 +702,7 @@ class Cluster:
     def export_comparison(self, group: str) -> list[str]:
         """Write the group's comparison (Markdown and CSV) and its scaling advice (in the
         Markdown, and ``advice.csv``) next to the runs; their paths."""
-        from ddp_tui.remote.advising import export_group
+        from ddp_tui.remote.groups.advising import export_group
 
         return export_group(
             self.store,
@@ -709,9 +716,9 @@ class Cluster:
     def advise(
         self, group: str, *, threshold: float | None = None, deadline_sec: float | None = None
     ) -> Advice:
-        """The group's scaling advice (:mod:`ddp_tui.remote.advising`); ``threshold``: the
+        """The group's scaling advice (:mod:`ddp_tui.remote.groups.advising`); ``threshold``: the
         efficiency to keep to, else the profile's ``advisor_threshold``."""
-        from ddp_tui.remote.advising import advise_group  # pandas, only when advising
+        from ddp_tui.remote.groups.advising import advise_group  # pandas, only when advising
 
         return advise_group(
             self.store,

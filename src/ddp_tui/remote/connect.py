@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ddp_tui.remote.executor import Executor, ExecutorError, LocalExecutor
-from ddp_tui.remote.runs import RunStore
-from ddp_tui.remote.scheduler import Scheduler, SchedulerError
+from ddp_tui.remote.backends.executor import Executor, ExecutorError, LocalExecutor
+from ddp_tui.remote.backends.scheduler import Scheduler, SchedulerError
+from ddp_tui.remote.store.runs import RunStore
 
 if TYPE_CHECKING:
     from ddp_tui.config import Profile
@@ -58,7 +58,7 @@ def connect(
     host = host or profile.host
     executor: Executor
     if host:
-        from ddp_tui.remote.ssh import SSHExecutor
+        from ddp_tui.remote.backends.ssh import SSHExecutor
 
         ssh = SSHExecutor(host, prompter=prompter, state_callback=state_callback)
         try:
@@ -76,7 +76,7 @@ def connect(
         kind = "slurm" if has_slurm(executor) else "local"
     scheduler: Scheduler
     if kind == "slurm":
-        from ddp_tui.remote.slurm import SlurmScheduler
+        from ddp_tui.remote.backends.slurm import SlurmScheduler
 
         scheduler = SlurmScheduler(executor)
         location = executor.description if host else "Slurm on this host"
@@ -87,7 +87,7 @@ def connect(
                 f"{host} has no Slurm (sbatch is not on its PATH); "
                 "the local scheduler runs on this machine only"
             )
-        from ddp_tui.remote.local import LocalScheduler
+        from ddp_tui.remote.backends.local import LocalScheduler
 
         scheduler = LocalScheduler(
             local_state_dir or profile.local_state_dir, max_running=profile.local_max_concurrent

@@ -30,7 +30,7 @@ RESOURCE_TABLE_HEADER: Final = (
     "CPU avg %",
 )
 
-# Job states (``ddp_tui.remote.states.JobState`` values; the domain takes them as text).
+# Job states (``ddp_tui.remote.backends.states.JobState`` values; the domain takes them as text).
 PENDING_STATES = frozenset({"PENDING", "REQUEUED"})
 #: Running now: idle devices are flagged only then.
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING"})

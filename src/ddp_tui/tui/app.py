@@ -38,7 +38,7 @@ from ddp_tui.tui.prompter import TuiPrompter
 if TYPE_CHECKING:
     from ddp_tui.config import Profile
     from ddp_tui.remote.api import ClusterAPI
-    from ddp_tui.remote.views import RunView, Snapshot
+    from ddp_tui.remote.model.views import RunView, Snapshot
     from ddp_tui.spec import ExperimentSpec, PartitionInfo
 
 T = TypeVar("T")

@@ -11,7 +11,7 @@ See docs/architecture.md, "How data flows".
 Following: the Run detail screen registers its run (:meth:`ClusterIO.follow`). A refresh then
 carries ``follow=`` for it, and between refreshes (which keep the scheduler's pace, never below
 :data:`~ddp_tui.tui.pacing.MIN_INTERVAL`) the run alone is read at the follow cadence. Either
-way the :class:`~ddp_tui.remote.views.RunDetail` goes to that screen as ``DetailReady``.
+way the :class:`~ddp_tui.remote.model.views.RunDetail` goes to that screen as ``DetailReady``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from textual.message_pump import MessagePump
 
     from ddp_tui.remote.api import ClusterAPI
-    from ddp_tui.remote.views import Snapshot
+    from ddp_tui.remote.model.views import Snapshot
     from ddp_tui.spec import ExperimentSpec
 
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """Run detail's Diagnosis panel: why an ended run ended, that a running run has stalled, and
 why a pending run waits.
 
-The texts are pure functions of the read model (:class:`~ddp_tui.remote.views.RunView` and
+The texts are pure functions of the read model (:class:`~ddp_tui.remote.model.views.RunView` and
 what the screen gathered: a fresh diagnosis, the heartbeats, the log's last lines, an
 estimated start), so they are tested without an app. The screen owns the keys that act on
 the panel (see :mod:`ddp_tui.tui.screens.detail`); the panel only says which they are.
@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.tui.stacks_view import STACKS_KEY
 
 if TYPE_CHECKING:
     from ddp_tui.diagnosis import Diagnosis, Evidence
     from ddp_tui.diagnosis.stall import Heartbeat, SilentRank, Stall
-    from ddp_tui.remote.views import RunView
+    from ddp_tui.remote.model.views import RunView
     from ddp_tui.tui.logview import Stream
 
 #: Key hints, named once: the screen binds the same keys (see DetailScreen.BINDINGS).

@@ -7,7 +7,7 @@ import math
 from rich.text import Text
 
 from ddp_tui.errors import DdpTuiError
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.states import JobState
 
 STATE_STYLES: dict[JobState, str] = {
     JobState.PENDING: "yellow",

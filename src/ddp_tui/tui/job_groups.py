@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from ddp_tui.remote.group_control import RETRY_STATES
-from ddp_tui.remote.states import JobState
-from ddp_tui.remote.views import RunView
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.groups.group_control import RETRY_STATES
+from ddp_tui.remote.model.views import RunView
 
 #: Row keys of group rows start with this; run ids never do (they start with a timestamp).
 GROUP_ROW_PREFIX = "group:"

@@ -30,7 +30,7 @@ from textual.widgets import Input, Log, Static, TabbedContent, TabPane
 from ddp_tui.tui.logtext import MAX_LINE_CHARS, clean_line, clean_lines
 
 if TYPE_CHECKING:
-    from ddp_tui.remote.views import RunDetail
+    from ddp_tui.remote.model.views import RunDetail
 
 Stream = Literal["out", "err"]
 STREAMS: tuple[Stream, Stream] = ("out", "err")

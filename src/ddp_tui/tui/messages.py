@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from ddp_tui.advisor import Advice
     from ddp_tui.diagnosis import Diagnosis
     from ddp_tui.remote.api import ClusterAPI
-    from ddp_tui.remote.events import NotifyEvent
-    from ddp_tui.remote.plan import SubmitPlan
-    from ddp_tui.remote.views import Check, RunDetail, RunView, Snapshot
+    from ddp_tui.remote.model.events import NotifyEvent
+    from ddp_tui.remote.model.views import Check, RunDetail, RunView, Snapshot
+    from ddp_tui.remote.submit.plan import SubmitPlan
     from ddp_tui.spec import FieldError
     from ddp_tui.tui.speedup_plot import SeriesPoint
 

@@ -16,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 if TYPE_CHECKING:
-    from ddp_tui.remote.views import Check
+    from ddp_tui.remote.model.views import Check
 
 
 class ConfirmModal(ModalScreen[bool]):

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ddp_tui.notify_delivery import NotifyCommand, event_sequence
-from ddp_tui.remote.events import GROUP_FINISHED, RUN_STALLED, NotifyEvent
+from ddp_tui.remote.model.events import GROUP_FINISHED, RUN_STALLED, NotifyEvent
 from ddp_tui.tui.messages import RequestFailed
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Compose's notes on the pre-queue checks: what the Python check found (with its re-check
 key and its override box), and the chosen partition's idle nodes and GPUs per node.
 
-The checks themselves run in the facade's plan (:mod:`ddp_tui.remote.prequeue`); these
+The checks themselves run in the facade's plan (:mod:`ddp_tui.remote.submit.prequeue`); these
 widgets only show what a plan brought back (docs/architecture.md, "Submit").
 """
 
@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Checkbox, Static
 
-from ddp_tui.remote.prequeue import PythonRecord, is_check_error
+from ddp_tui.remote.submit.prequeue import PythonRecord, is_check_error
 from ddp_tui.spec import PartitionInfo
 from ddp_tui.tui.messages import PreviewReady
 

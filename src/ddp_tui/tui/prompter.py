@@ -95,7 +95,7 @@ class TuiPrompter:
 
 
 if TYPE_CHECKING:
-    from ddp_tui.remote.ssh.api import Prompter
+    from ddp_tui.remote.backends.ssh.api import Prompter
 
     def _is_a_prompter(prompter: TuiPrompter) -> Prompter:  # mypy checks the protocol here
         return prompter

@@ -15,7 +15,7 @@ from rich.text import Text
 from ddp_tui.tui.formatting import duration, number, rate, size, state_text
 
 if TYPE_CHECKING:
-    from ddp_tui.remote.views import Progress, RunView
+    from ddp_tui.remote.model.views import Progress, RunView
 
 
 def run_size(run: RunView) -> str:

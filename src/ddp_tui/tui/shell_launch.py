@@ -28,7 +28,7 @@ from ddp_tui.tui.formatting import describe_error
 
 if TYPE_CHECKING:
     from ddp_tui.remote.api import ClusterAPI
-    from ddp_tui.remote.shells import ShellPlan
+    from ddp_tui.remote.live.shells import ShellPlan
 
 
 @dataclass

@@ -20,7 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 if TYPE_CHECKING:
-    from ddp_tui.remote.stacks import StacksTaken
+    from ddp_tui.remote.live.stacks import StacksTaken
 
 #: The key, named in the stall panel and in help.
 STACKS_KEY = "k"

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ddp_tui.advisor import Advice
     from ddp_tui.outcomes import Outcomes
     from ddp_tui.remote.api import ClusterAPI
-    from ddp_tui.remote.views import RunView, Snapshot
+    from ddp_tui.remote.model.views import RunView, Snapshot
 
 
 @dataclass(frozen=True)

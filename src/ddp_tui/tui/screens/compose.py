@@ -16,8 +16,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Select, Static, TextArea
 
-from ddp_tui.remote.plan import SubmitPlan, ValidationFailed
-from ddp_tui.remote.prequeue import (
+from ddp_tui.remote.submit.plan import SubmitPlan, ValidationFailed
+from ddp_tui.remote.submit.prequeue import (
     PythonCheckCache,
     PythonKey,
     PythonRecord,
@@ -48,7 +48,7 @@ from ddp_tui.tui.sweep_dialog import SweepDialog
 
 if TYPE_CHECKING:
     from ddp_tui.remote.api import ClusterAPI
-    from ddp_tui.remote.views import RunView
+    from ddp_tui.remote.model.views import RunView
     from ddp_tui.spec import PartitionInfo, Sweep
 
 

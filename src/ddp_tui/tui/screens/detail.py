@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, ProgressBar, Static, TabbedContent, TabPane
 from textual_plotext import PlotextPlot
 
-from ddp_tui.remote.states import JobState
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.tui.cluster_io import FOLLOW_INTERVAL
 from ddp_tui.tui.diagnosis_panel import (
     LAST_LINES,
@@ -49,8 +49,8 @@ from ddp_tui.tui.stacks_view import StacksReady, StacksScreen
 
 if TYPE_CHECKING:
     from ddp_tui.diagnosis import Evidence
-    from ddp_tui.remote.tail import PlotSeries
-    from ddp_tui.remote.views import Check, Progress, RunDetail, RunView, Snapshot
+    from ddp_tui.remote.model.views import Check, Progress, RunDetail, RunView, Snapshot
+    from ddp_tui.remote.store.tail import PlotSeries
 
 __all__ = ["METRIC_COLUMNS", "DetailScreen", "metric_cell", "progress_text", "summary_text"]
 

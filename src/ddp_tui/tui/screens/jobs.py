@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ddp_tui.remote.api import ClusterAPI
-    from ddp_tui.remote.views import RunView, Snapshot
+    from ddp_tui.remote.model.views import RunView, Snapshot
 
 # The table's parts are imported from here by tests and benchmarks.
 __all__ = ["COLUMNS", "JobsScreen", "JobsTable", "row_values", "run_matches", "run_size"]

@@ -1,0 +1,136 @@
+"""The ``#SBATCH`` lines of a job script, read the way sbatch reads them.
+
+The local scheduler runs the very ``job.sbatch`` that Slurm would get; these helpers
+take from it what a one-node local run needs: the job name, the log file patterns
+and the node count (to refuse what it cannot run).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+
+from ddp_tui.remote.backends.job_ids import task_ranges
+from ddp_tui.remote.backends.scheduler import SchedulerError
+
+_SHORT_OPTS = {"-o": "output", "-e": "error", "-N": "nodes", "-J": "job-name", "-D": "chdir"}
+
+
+def sbatch_options(script: str) -> dict[str, str]:
+    """The ``#SBATCH`` options of ``script`` as long names without dashes.
+
+    Like sbatch, only the lines before the first command count. Flags without a
+    value map to "".
+    """
+    opts: dict[str, str] = {}
+    for raw in script.splitlines():
+        line = raw.strip()
+        if not line or (line.startswith("#!") and not opts):
+            continue
+        if not line.startswith("#"):
+            break
+        if not line.startswith("#SBATCH"):
+            continue
+        rest = line[len("#SBATCH") :]
+        try:
+            tokens = shlex.split(rest, comments=True)
+        except ValueError:
+            tokens = rest.split()
+        i = 0
+        while i < len(tokens):
+            tok = tokens[i]
+            i += 1
+            if tok.startswith("--"):
+                key, eq, value = tok[2:].partition("=")
+                if not eq and i < len(tokens) and not tokens[i].startswith("-"):
+                    value = tokens[i]
+                    i += 1
+                opts[key] = value
+            elif tok[:2] in _SHORT_OPTS:
+                value = tok[2:]
+                if not value and i < len(tokens):
+                    value = tokens[i]
+                    i += 1
+                opts[_SHORT_OPTS[tok[:2]]] = value
+    return opts
+
+
+def requested_nodes(script: str) -> int:
+    """The minimum node count the script asks for (``--nodes=2-4`` asks for 2); 1 if unset."""
+    value = sbatch_options(script).get("nodes", "")
+    m = re.match(r"\s*(\d+)", value)
+    return int(m.group(1)) if m else 1
+
+
+def refuse_multi_node(nodes: int) -> None:
+    """Raise the scheduler's refusal for a job of more than one node."""
+    if nodes > 1:
+        raise SchedulerError(
+            f"the local scheduler runs one-node jobs only; this job asks for {nodes} nodes"
+            " — use a Slurm profile"
+        )
+
+
+_PATTERN = re.compile(r"%(\d*)([%jJxuNnstAa])")
+
+
+def expand_log_pattern(
+    pattern: str, job_id: str, job_name: str, *, array: tuple[str, int] | None = None
+) -> str:
+    """Resolve sbatch's filename patterns (``%j``, ``%x``, ``%u``, ``%N``, ...) for one job;
+    ``array``: the master id and index of an array task (``%A`` and ``%a``)."""
+    master, index = array if array is not None else (job_id, 0)
+    values = {
+        "j": job_id,
+        "J": job_id,
+        "A": master,
+        "a": str(index),
+        "x": job_name,
+        "u": _user(),
+        "N": socket.gethostname(),
+        "n": "0",
+        "s": "batch",
+        "t": "0",
+    }
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(2) == "%":
+            return "%"
+        value = values[m.group(2)]
+        width = m.group(1)
+        return value.zfill(int(width)) if width and value.isdigit() else value
+
+    return _PATTERN.sub(sub, pattern)
+
+
+#: The most tasks one array may have (Slurm's default MaxArraySize is 1001: indices 0-1000).
+MAX_ARRAY_INDEX = 1000
+
+
+def parse_array(value: str) -> tuple[list[int], int]:
+    """The indices and the throttle of an ``--array`` value such as ``0-5%2``, ``1,3,5``
+    or ``0-10:2`` (sbatch's forms); the throttle is 0 when there is no ``%K``. Raises
+    :class:`SchedulerError` naming what is wrong, as sbatch refuses such a script."""
+    spec, pct, limit_text = value.strip().partition("%")
+    if pct and (not limit_text.isdigit() or int(limit_text) < 1):
+        raise SchedulerError(f"--array={value}: the throttle after % must be a number >= 1")
+    try:
+        indices = sorted({i for r in task_ranges(spec) for i in r})
+    except ValueError as exc:
+        raise SchedulerError(f"--array={value}: {exc}") from None
+    if not indices:
+        raise SchedulerError(f"--array={value}: no index")
+    if indices[-1] > MAX_ARRAY_INDEX:
+        raise SchedulerError(f"--array={value}: indices go up to {MAX_ARRAY_INDEX}")
+    return indices, int(limit_text) if pct else 0
+
+
+def _user() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return os.environ.get("USER", "user")
