@@ -54,7 +54,7 @@ test-fast: $(STAMP)
 # Every test's duration, refreshed into tests/durations.json (commit it): the order the two
 # workers take the files in, and the 25 slowest with their share of the whole.
 durations: install-test-deps $(STAMP) $(FRAMEWORKS)
-	$(PY) -m pytest -q $(PARALLEL) --record-durations tests/durations.json $(PYTEST_ARGS); \
+	$(PY) -m pytest -q $(PARALLEL) --budget-fails --record-durations tests/durations.json $(PYTEST_ARGS); \
 	rc=$$?; $(PY) scripts/slowest.py tests/durations.json; exit $$rc
 
 lint: $(STAMP)

@@ -1,6 +1,7 @@
 """The suite's own timing plugins, run on small suites of their own (pytester): the per-test
-budget fails a slow test by name, a ``slow`` marker must say why, durations are recorded,
-and under two real xdist workers every test of the machine-wide group runs on one worker."""
+budget names a slow test (and fails it when asked), a ``slow`` marker must say why, durations
+are recorded, and under two real xdist workers every test of the machine-wide group runs on
+one worker."""
 
 from __future__ import annotations
 
@@ -32,9 +33,27 @@ def test_quick():
 """
 
 
-def test_a_test_past_the_budget_fails_naming_itself(pytester: pytest.Pytester) -> None:
+def test_a_test_past_the_budget_is_named_at_the_end_and_still_passes(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile(test_sleeper=SLEEPER)
     result = pytester.runpytest(*INNER, "-p", "tests.suite.budget", "-o", "test_budget_sec=0.2")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*over the per-test budget*",
+            "*test_sleeper.py::test_sleeps took *past the 0.2 s budget of a test not marked slow*",
+        ]
+    )
+    assert "test_sleeps_and_says_why took" not in result.stdout.str()
+
+
+def test_with_budget_fails_a_test_past_the_budget_fails_naming_itself(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_sleeper=SLEEPER)
+    budget = ("-p", "tests.suite.budget", "-o", "test_budget_sec=0.2", "--budget-fails")
+    result = pytester.runpytest(*INNER, *budget)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         ["*test_sleeper.py::test_sleeps took *past the 0.2 s budget of a test not marked slow*"]
@@ -46,6 +65,7 @@ def test_no_budget_when_it_is_zero(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_sleeper=SLEEPER)
     result = pytester.runpytest(*INNER, "-p", "tests.suite.budget", "-o", "test_budget_sec=0")
     result.assert_outcomes(passed=3)
+    assert "over the per-test budget" not in result.stdout.str()
 
 
 def test_a_slow_marker_without_a_reason_stops_the_collection(pytester: pytest.Pytester) -> None:
