@@ -3,7 +3,9 @@
 ``run.json`` (written whole and atomically, counting attempts), ``metrics.csv``'s columns and
 cell format, ``requeue.request``, the trainer's per-rank ``heartbeats/rank-N.json``, where
 the resource sampler (``ddp_tui.telemetry``) writes ``telemetry/node-K.jsonl``, and each rank's
-signal-triggered stack dump (``stacks/live/``, :func:`register_stack_dump`).
+signal-triggered stack dump (``stacks/live/``, :func:`register_stack_dump`); and the facts
+both sides of the run directory must agree on: the names the trainer takes (``BUILTIN_MODELS``,
+``BACKENDS``, ...), rank ranges (:func:`format_ranks`), Slurm host lists.
 Standard library only: it is copied into every run as
 ``code/ddp_tui/jobfiles.py`` and imported there by ``ddp_tui.trainer`` and
 ``ddp_tui.scriptrun``, so that the two writers of one contract cannot drift apart
@@ -74,6 +76,34 @@ METRICS_COLUMNS: Final = (
 )
 #: Rank 0's per-epoch, per-rank step times (docs/step-breakdown.md), one JSON line per epoch.
 STEP_TIMES_FILE: Final = "step_times.jsonl"
+
+# -- The names the trainer takes (``python -m ddp_tui.trainer``'s models, datasets and option
+# choices), which a spec offers (ddp_tui.spec.vocabulary). Here because this is the one module
+# both may import, so that the form never offers what the trainer refuses.
+
+#: Models the trainer builds by name. Any other name is a torchvision classification model, or
+#: ``pkg.module:function``.
+BUILTIN_MODELS: Final = ("mlp", "simple_cnn")
+BUILTIN_DATASETS: Final = (
+    "synthetic",
+    "mnist",
+    "fashion_mnist",
+    "cifar10",
+    "cifar100",
+    "imagefolder",
+    "tabular",
+)
+#: Datasets the trainer reads from (or, with ``download``, downloads into) the data root: a job
+#: without one fails at start.
+DATASETS_NEEDING_ROOT: Final = tuple(d for d in BUILTIN_DATASETS if d != "synthetic")
+#: The shape of a synthetic sample (C,H,W) when none is given.
+SYNTHETIC_DEFAULT_SHAPE: Final = (1, 28, 28)
+BACKENDS: Final = ("auto", "nccl", "gloo")
+LR_SCALINGS: Final = ("none", "linear")
+OPTIMIZERS: Final = ("sgd", "adamw")
+SCHEDULES: Final = ("none", "step", "cosine")
+#: "auto": bf16 autocast on a GPU that supports it, fp32 on the CPU (the trainer decides).
+PRECISIONS: Final = ("auto", "off", "bf16", "fp16")
 
 
 def utc_now() -> str:
@@ -442,6 +472,26 @@ def register_stack_dump(
     # What this process starts inherits it, and so knows it is no rank (is_helper_process).
     os.environ[STACK_OWNER_ENV] = str(pid)
     return path
+
+
+# -- Rank lists as ranges (``0-3,6``): the ``ranks`` of a telemetry line (ddp_tui.telemetry) and
+# the ranks a diagnosis names (ddp_tui.diagnosis). Here because this is the one module both may
+# import.
+
+
+def format_ranks(ranks: Iterable[int], sep: str = ",") -> str:
+    """``"0-3"``, ``"0,2"``, ``"0-3,6"``; ``""`` for none. Sorted, each rank once; ``sep``
+    joins the ranges (``", "`` in prose: ``"0-3, 6"``)."""
+    ordered = sorted(set(ranks))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return sep.join(parts)
 
 
 # -- Slurm host lists (``gpu[01-03,07],n[1-2]``) without Slurm binaries. Here because this is

@@ -12,7 +12,7 @@ from ddp_tui.advisor import AdvisorInputs, RankTime, advise
 from ddp_tui.advisor.advice import best_estimate, candidate_sizes
 from ddp_tui.advisor.changes import stragglers
 from ddp_tui.advisor.report import advice_csv, advice_json, advice_markdown, speedup_series
-from ddp_tui.text import strict_json
+from ddp_tui.reports.text import strict_json
 from tests.advisor.builders import run, table
 
 

@@ -20,7 +20,7 @@ import pytest
 from ddp_tui.advisor import AdvisorInputs, advise
 from ddp_tui.advisor.measure import fabric_sample, size_run
 from ddp_tui.advisor.model import fit
-from ddp_tui.results import RunData
+from ddp_tui.reports.results import RunData
 
 DATA = Path(__file__).parent / "data" / "resnet18_cpu"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ddp_tui.advisor import AdvisorInputs, advise
 from ddp_tui.advisor.measure import size_run
 from ddp_tui.advisor.report import advice_markdown
-from ddp_tui.results import RunData
+from ddp_tui.reports.results import RunData
 
 
 def script_run(world: int, epoch: float, wait: float, samples: int | None = 4096) -> RunData:

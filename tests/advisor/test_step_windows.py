@@ -10,7 +10,7 @@ from ddp_tui.advisor import AdvisorInputs, advise
 from ddp_tui.advisor.measure import size_run, window_times
 from ddp_tui.advisor.model import backtest
 from ddp_tui.advisor.report import advice_markdown
-from ddp_tui.results import RunData
+from ddp_tui.reports.results import RunData
 
 BATCH = 8  # samples per rank per step: a loop keeps its batch per rank at every size
 EVERY = 100  # steps per window

@@ -24,8 +24,8 @@ from ddp_tui.diagnosis.flight_recorder import (
     analyse,
     dump_path,
     load_dump,
-    rank_ranges,
 )
+from ddp_tui.diagnosis.text import rank_ranges
 from ddp_tui.remote.observe.diagnosing import stall_cancel_diagnosis
 from tests.helpers.fake_flight_recorder import FakeRank, fake_hang, frames
 

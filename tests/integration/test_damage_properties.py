@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from ddp_tui.config import Profile
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.text import strict_json
+from ddp_tui.reports.text import strict_json
 from tests.helpers.damage import CONTRACT_FILES, copy_run
 
 pytestmark = pytest.mark.torch

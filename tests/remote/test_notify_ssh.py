@@ -16,7 +16,7 @@ import pytest
 from ddp_tui.remote.backends.executor import Executor, LocalExecutor
 from ddp_tui.remote.backends.ssh import SSHExecutor
 from ddp_tui.remote.model.events import GROUP_FINISHED, RUN_END, NotifyEvent
-from ddp_tui.remote.observe.notify import GROUP_CLAIMS, RUN_CLAIMS, Notifier
+from ddp_tui.remote.runs.reactions.notify import GROUP_CLAIMS, RUN_CLAIMS, Notifier
 from tests.fixtures.sshd import SshEnv
 from tests.unit.test_notify import DIAGNOSIS_ROUNDS, _ended_run, _store
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ddp_tui.jobfiles import telemetry_file
-from ddp_tui.telemetry.lines import Origin, format_ranks, layout_ranks
+from ddp_tui.jobfiles import format_ranks, telemetry_file
+from ddp_tui.telemetry.lines import Origin, layout_ranks
 from ddp_tui.telemetry.sampler import (
     GONE_AFTER_SEC,
     MAX_NOTES,

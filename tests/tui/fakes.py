@@ -31,7 +31,6 @@ from ddp_tui.advisor import (
 )
 from ddp_tui.diagnosis import Diagnosis, Evidence
 from ddp_tui.diagnosis.stall import Heartbeat, SilentRank, Stall
-from ddp_tui.outcomes import Member, Outcomes, RunDiff, outcome_table, run_diff
 from ddp_tui.remote.api import ClusterAPI
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.groups.group_control import GroupRetry, retry_group
@@ -47,6 +46,7 @@ from ddp_tui.remote.submit.plan import (
     require_ok,
     spec_errors,
 )
+from ddp_tui.reports.outcomes import Member, Outcomes, RunDiff, outcome_table, run_diff
 from ddp_tui.spec import ExperimentSpec, PartitionInfo, Sweep
 
 if TYPE_CHECKING:
@@ -372,8 +372,8 @@ OUTCOME_GRID = (
 
 def sample_members(group: str = "g") -> list[Member]:
     """The fake's outcome grid (lr x batch per GPU, 3 epochs each) as the pure
-    :func:`ddp_tui.outcomes.outcome_table` takes it."""
-    from ddp_tui.results import RunData
+    :func:`ddp_tui.reports.outcomes.outcome_table` takes it."""
+    from ddp_tui.reports.results import RunData
 
     out = []
     for i, (run_id, lr, batch, accs) in enumerate(OUTCOME_GRID):

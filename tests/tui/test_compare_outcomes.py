@@ -2,7 +2,7 @@
 first, then what each achieved, the best run marked; sorted by a key or a header's click;
 one line per run of a chosen metric per epoch, its legend naming each run by what differs.
 
-The outcome table is the real :func:`ddp_tui.outcomes.outcome_table` of a fixed 2x2 grid
+The outcome table is the real :func:`ddp_tui.reports.outcomes.outcome_table` of a fixed 2x2 grid
 (lr x batch per GPU: ``tests/tui/fakes.py``'s ``sample_members``), which the fake facade
 also answers; the app tests drive Compare on that fake, since no real scheduler holds a
 finished grid still on demand."""
@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from textual.widgets import DataTable
 
-from ddp_tui.outcomes import Outcomes, outcome_table, sort_outcomes
+from ddp_tui.reports.outcomes import Outcomes, outcome_table, sort_outcomes
 from ddp_tui.tui.outcomes_table import (
     ASCENDING,
     DESCENDING,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.backends.states import ACTIVE_STATES, COUNT_ORDER, TERMINAL_STATES, JobState
 from ddp_tui.remote.model.views import RunView
 from ddp_tui.tui.job_groups import (
     JobLine,
@@ -59,6 +59,16 @@ def test_counts_per_state_put_running_first_and_completed_last() -> None:
     assert group.summary == "3 runs: 1 RUNNING 1 PENDING 1 FAILED"
     assert [r.name for r in group.live] == ["sweep-2x2", "sweep-1x2"]
     assert [r.name for r in group.retryable] == ["sweep-1x1"]
+
+
+def test_the_count_order_is_every_state_once_active_first_completed_last() -> None:
+    # The order lives with the states (remote/backends/states.py); a state added there and
+    # left out of it would count after all the others.
+    assert sorted(COUNT_ORDER) == sorted(JobState) and len(COUNT_ORDER) == len(JobState)
+    active = len(ACTIVE_STATES)
+    assert set(COUNT_ORDER[:active]) == ACTIVE_STATES
+    assert set(COUNT_ORDER[active:]) - TERMINAL_STATES == {JobState.UNKNOWN}
+    assert COUNT_ORDER[-2:] == (JobState.UNKNOWN, JobState.COMPLETED)
 
 
 def test_a_group_is_named_by_its_members_common_prefix() -> None:

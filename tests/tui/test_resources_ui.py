@@ -15,8 +15,8 @@ from dataclasses import replace
 from textual.pilot import Pilot
 from textual.widgets import DataTable, TabbedContent
 
+from ddp_tui.reports.results import RunData, scaling_table
 from ddp_tui.resources import RESOURCE_TABLE_HEADER, resources_table, summarize_samples
-from ddp_tui.results import RunData, scaling_table
 from ddp_tui.tui.resources_pane import ResourcesPane, flag_text, status_text
 from ddp_tui.tui.screens.compare import COLUMNS, CompareScreen, comparison_cells
 from ddp_tui.tui.screens.detail import DetailScreen

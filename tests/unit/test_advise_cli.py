@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 
 from ddp_tui.cli import main
-from ddp_tui.cli_advise import parse_deadline, parse_threshold
+from ddp_tui.cli.advise import parse_deadline, parse_threshold
 from ddp_tui.config import ConfigError, get_profile, load_profiles
 from ddp_tui.jobfiles import STEP_TIMES_FILE
 from ddp_tui.remote.backends.executor import LocalExecutor
 from ddp_tui.remote.groups.advising import export_group, partition_size, read_step_times
 from ddp_tui.remote.groups.comparison import ADVICE_HEADING
 from ddp_tui.remote.store.runs import RunStore
-from ddp_tui.results import RunData
+from ddp_tui.reports.results import RunData
 from ddp_tui.spec.partitions import PartitionInfo
 
 

@@ -10,7 +10,7 @@ import shlex
 import pytest
 
 from ddp_tui.cli import build_parser, main
-from ddp_tui.cli_script_command import attach_word_values, script_fields, script_form
+from ddp_tui.cli.script_command import attach_word_values, script_fields, script_form
 
 
 def parsed(*argv: str) -> tuple[argparse.Namespace, list[str]]:

@@ -30,7 +30,7 @@ def _top(mods: set[str]) -> set[str]:
     return {m.split(".")[0] for m in mods}
 
 
-HEADLESS = ["ddp_tui.spec", "ddp_tui.results", "ddp_tui.config", "ddp_tui.remote.cluster"]
+HEADLESS = ["ddp_tui.spec", "ddp_tui.reports.results", "ddp_tui.config", "ddp_tui.remote.cluster"]
 
 
 @pytest.mark.parametrize("module", HEADLESS)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ddp_tui.cli_watch import exit_status
+from ddp_tui.cli.watch import exit_status
 from ddp_tui.config import Profile
 from ddp_tui.diagnosis.stall import Stall
 from ddp_tui.notify_delivery import (
@@ -29,7 +29,7 @@ from ddp_tui.notify_delivery import (
 from ddp_tui.remote.backends.executor import LocalExecutor
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.model.events import GROUP_FINISHED, RUN_END, RUN_STALLED, NotifyEvent
-from ddp_tui.remote.observe.notify import GROUP_CLAIMS, Notifier
+from ddp_tui.remote.runs.reactions.notify import GROUP_CLAIMS, Notifier
 from ddp_tui.remote.store.runs import RunRef, RunStore
 from ddp_tui.spec import ExperimentSpec
 

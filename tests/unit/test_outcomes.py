@@ -1,6 +1,6 @@
 """Compare's outcome table, ``diff`` and GPU-hours, from hand-built runs with hand-computed
-answers (the pure ``ddp_tui.outcomes`` and ``ddp_tui.usage``), and the export that carries
-them (``remote.comparison`` on a real run store)."""
+answers (the pure ``ddp_tui.reports.outcomes`` and ``ddp_tui.reports.usage``), and the export
+that carries them (``remote.comparison`` on a real run store)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ddp_tui.outcomes import (
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.groups.comparison import export_comparison
+from ddp_tui.remote.store.runs import RunStore
+from ddp_tui.reports.outcomes import (
     OUTCOME_COLUMNS,
     Member,
     differing_fields,
@@ -21,12 +24,9 @@ from ddp_tui.outcomes import (
     run_diff,
     sort_outcomes,
 )
-from ddp_tui.remote.backends.executor import LocalExecutor
-from ddp_tui.remote.groups.comparison import export_comparison
-from ddp_tui.remote.store.runs import RunStore
-from ddp_tui.results import RunData
+from ddp_tui.reports.results import RunData
+from ddp_tui.reports.usage import hours_text, resource_hours
 from ddp_tui.spec import ExperimentSpec
-from ddp_tui.usage import hours_text, resource_hours
 
 BASE = ExperimentSpec(name="base", device="cuda", nodes=1, gpus_per_node=2, epochs=3)
 

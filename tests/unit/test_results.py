@@ -12,7 +12,7 @@ import pytest
 from ddp_tui.remote.backends.executor import LocalExecutor
 from ddp_tui.remote.groups.comparison import export_comparison
 from ddp_tui.remote.store.runs import RunStore
-from ddp_tui.results import (
+from ddp_tui.reports.results import (
     SCALING_COLUMNS,
     RunData,
     scaling_table,

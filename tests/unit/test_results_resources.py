@@ -18,7 +18,7 @@ from ddp_tui.remote.backends.executor import Batch, BatchResult, LocalExecutor
 from ddp_tui.remote.groups.comparison import export_comparison, load_run
 from ddp_tui.remote.observe.followers import TELEMETRY_RUNS_KEPT, TelemetryCache
 from ddp_tui.remote.store.runs import RunRef, RunStore
-from ddp_tui.results import (
+from ddp_tui.reports.results import (
     SCALING_COLUMNS,
     ResourceSummary,
     RunData,

@@ -33,8 +33,8 @@ from ddp_tui.remote.store.run_damage import (
     spec_json_of,
 )
 from ddp_tui.remote.store.runs import RunInfo, RunRef, spec_nodes
+from ddp_tui.reports.text import strict_json
 from ddp_tui.spec import ExperimentSpec
-from ddp_tui.text import strict_json
 
 INFO = RunInfo(
     RunRef("20260101-000000-x-abcd", "/runs/20260101-000000-x-abcd"),

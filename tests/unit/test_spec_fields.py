@@ -129,8 +129,9 @@ def test_defaults_as_text() -> None:
 
 
 def test_spec_constants_match_the_trainers() -> None:
-    # The trainer stands alone (it is copied into each run), so the spec keeps its own copies
-    # of the trainer's names; they must not drift apart. Its args module imports no torch.
+    # The trainer stands alone (it is copied into each run); the spec offers its names from
+    # ddp_tui.jobfiles, which both import (tests/unit/test_vocabulary_agrees.py). Its args
+    # module imports no torch.
     from ddp_tui.trainer import args as trainer_args
 
     assert BUILTIN_MODELS == trainer_args.BUILTIN_MODELS

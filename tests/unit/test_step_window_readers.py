@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddp_tui.outcomes import Member, outcome_table
 from ddp_tui.remote.store.tail import PlotSample, parse_metrics_csv
-from ddp_tui.results import RunData, summarize
+from ddp_tui.reports.outcomes import Member, outcome_table
+from ddp_tui.reports.results import RunData, summarize
 from ddp_tui.spec import ExperimentSpec
 from ddp_tui.tui.overlay_plot import overlay_lines, overlay_x
 

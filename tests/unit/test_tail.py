@@ -13,7 +13,7 @@ from ddp_tui.remote.store.tail import (
     ProgressReader,
     parse_metrics_csv,
 )
-from ddp_tui.text import collapse_carriage_returns
+from ddp_tui.reports.text import collapse_carriage_returns
 
 EX = LocalExecutor()
 

@@ -1,9 +1,10 @@
-"""The spec's closed lists and the trainer's, which must agree.
+"""The spec's closed lists are the job side's own: one list, used by both.
 
-The trainer is copied alone into each run directory and imports nothing else of ddp_tui
-(docs/architecture.md, "The layers"), so it keeps its own copy of the names it accepts. This
-test is what keeps the two copies one list: a model, dataset or choice added on one side only
-fails here, not in a user's job.
+The trainer is copied alone into each run directory and imports nothing of ddp_tui but
+``ddp_tui.jobfiles`` (docs/architecture.md, "The layers"), so its names live there and the
+spec re-exports them; a script's metrics sources are the script runner's presets. These tests
+hold both sides to that one source: a list restated on one side fails here, not in a user's
+job.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 
 import pytest
 
+from ddp_tui import jobfiles
 from ddp_tui.spec import vocabulary
 from ddp_tui.trainer import args as trainer_args
 
@@ -23,10 +25,22 @@ def _choices(option: str) -> tuple[str, ...]:
     return tuple(action.choices)
 
 
-def test_builtin_models_and_datasets_agree() -> None:
-    assert vocabulary.BUILTIN_MODELS == trainer_args.BUILTIN_MODELS
-    assert vocabulary.BUILTIN_DATASETS == trainer_args.BUILTIN_DATASETS
-    assert vocabulary.DATASETS_NEEDING_ROOT == trainer_args.DATASETS_NEEDING_ROOT
+@pytest.mark.parametrize(
+    "name",
+    [
+        "BUILTIN_MODELS",
+        "BUILTIN_DATASETS",
+        "DATASETS_NEEDING_ROOT",
+        "SYNTHETIC_DEFAULT_SHAPE",
+        "BACKENDS",
+        "PRECISIONS",
+        "OPTIMIZERS",
+        "SCHEDULES",
+        "LR_SCALINGS",
+    ],
+)
+def test_the_spec_and_the_trainer_use_one_list(name: str) -> None:
+    assert getattr(vocabulary, name) is getattr(jobfiles, name) is getattr(trainer_args, name)
 
 
 @pytest.mark.parametrize(
@@ -48,4 +62,4 @@ def test_each_choice_of_the_spec_is_one_the_trainer_takes(
 def test_metrics_sources_are_the_script_runners_presets() -> None:
     from ddp_tui.scriptrun import presets
 
-    assert vocabulary.METRICS_SOURCES == presets.METRICS_PRESETS
+    assert vocabulary.METRICS_SOURCES is presets.METRICS_PRESETS

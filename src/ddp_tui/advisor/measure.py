@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ddp_tui.advisor.inputs import Breakdown, FabricSample, RankTime, SizeRun
-from ddp_tui.results import RunData, epoch_rows, steady_median, summarize
+from ddp_tui.reports.results import RunData, epoch_rows, steady_median, summarize
 
 _INFERRED = ("compute_sec", "comm_sec", "other_sec")
 

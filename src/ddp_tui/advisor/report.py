@@ -42,7 +42,8 @@ def _size(s: SizeAdvice) -> dict[str, Any]:
 
 
 def advice_json(advice: Advice) -> dict[str, Any]:
-    """The whole advice as JSON-able data (print it with :func:`ddp_tui.text.strict_json`)."""
+    """The whole advice as JSON-able data (print it with
+    :func:`ddp_tui.reports.text.strict_json`)."""
     return {
         "group": advice.group,
         "threshold": advice.threshold,

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddp_tui.advisor.inputs import Breakdown
-from ddp_tui.usage import device_hours
+from ddp_tui.reports.usage import device_hours
 
 #: What ``world_size`` GPUs (or processes) busy for ``seconds`` cost, in GPU-hours: the one
-#: formula that Compare's and ``ls``'s GPU-hours use too (:mod:`ddp_tui.usage`).
+#: formula that Compare's and ``ls``'s GPU-hours use too (:mod:`ddp_tui.reports.usage`).
 gpu_hours = device_hours
 
 

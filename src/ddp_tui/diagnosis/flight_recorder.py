@@ -38,6 +38,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ddp_tui.diagnosis.text import rank_ranges
 from ddp_tui.errors import DdpTuiError
 
 #: Where the job script points the recorder, under the run directory: one directory per
@@ -479,20 +480,6 @@ def _last_words(absent: Absent, group: str) -> str:
         return "its dump has no entries"
     last = absent.last[-1]
     return f"last: {last.label(group=last.group != group)}"
-
-
-def rank_ranges(ranks: Iterable[int]) -> str:
-    """``1-3, 5`` for 1, 2, 3, 5."""
-    ordered = sorted(set(ranks))
-    spans: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        spans.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ", ".join(spans)
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 
-from ddp_tui.diagnosis.flight_recorder import FlightReport, Hang, rank_ranges
+from ddp_tui.diagnosis.flight_recorder import FlightReport, Hang
 from ddp_tui.diagnosis.logscan import Scan, clue
 from ddp_tui.diagnosis.model import MAX_EVIDENCE_CHARS, Diagnosis, Evidence
 from ddp_tui.diagnosis.rules_base import make
+from ddp_tui.diagnosis.text import rank_ranges
 
 #: The watchdog's own line, shown beside the dumps where the log has it.
 _WATCHDOG = clue(

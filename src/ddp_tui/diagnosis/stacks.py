@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddp_tui.diagnosis.text import rank_ranges
+
 #: How a process's stack was taken.
 FAULTHANDLER = "faulthandler"
 PY_SPY = "py-spy"
@@ -297,27 +299,13 @@ class StackGroup:
         parts = []
         if ranks:
             word = "rank" if len(ranks) == 1 else "ranks"
-            parts.append(f"{word} {_ranges(ranks)}")
+            parts.append(f"{word} {rank_ranges(ranks)}")
         return ", ".join(parts + pids)
 
     @property
     def summary(self) -> str:
         """``ranks 0, 2: in all_reduce at distributed_c10d.py:2501``."""
         return f"{self.ranks_label}: {self.processes[0].where}"
-
-
-def _ranges(numbers: Sequence[int]) -> str:
-    """``[0, 2, 3, 4, 7]`` -> ``0, 2-4, 7``."""
-    out: list[str] = []
-    start = prev = numbers[0]
-    for n in [*numbers[1:], None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if n is not None:
-            start = prev = n
-    return ", ".join(out)
 
 
 def group_stacks(processes: Iterable[ProcessStack]) -> list[StackGroup]:

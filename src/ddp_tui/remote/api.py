@@ -1,8 +1,9 @@
-"""The facade as the app sees it: :class:`ClusterAPI`, every call the TUI makes.
+"""The services as the app sees them: one protocol per service, and :class:`ClusterAPI`, all
+of them on the one object the app holds.
 
-The app and its screens are typed against this protocol, not against
-:class:`~ddp_tui.remote.cluster.Cluster`, so that the snapshot tests' fake
-(``tests/tui/fakes.py``) is checked by mypy to offer the same calls (see
+The app and its screens are typed against these protocols, not against
+:class:`~ddp_tui.remote.cluster.Cluster`, so that the snapshot tests' fakes
+(``tests/tui/fakes.py``) are checked by mypy to offer the same calls (see
 docs/architecture.md).
 """
 
@@ -25,21 +26,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ddp_tui.advisor import Advice
-    from ddp_tui.outcomes import Outcomes, RunDiff
+    from ddp_tui.reports.outcomes import Outcomes, RunDiff
 
 
-class ClusterAPI(Protocol):
-    """Submit, follow, compare, cancel, retry and verify runs on one cluster."""
+class SubmitAPI(Protocol):
+    """Compose and submit (:class:`~ddp_tui.remote.submit.service.SubmitService`)."""
 
-    @property
-    def location(self) -> str:
-        """Where the runs are: "local scheduler", "Slurm on this host", "user@host"."""
-
-    @property
-    def scheduler_name(self) -> str:
-        """``"slurm"`` or ``"local"``."""
-
-    # -- compose --
     def default_spec(self) -> ExperimentSpec: ...
     def partitions(self) -> list[PartitionInfo]: ...
     def plan(
@@ -48,33 +40,38 @@ class ClusterAPI(Protocol):
     def plan_sweep(
         self, spec: ExperimentSpec, sweep: Sweep, *, max_concurrent: int | None = None
     ) -> SweepPlan: ...
-
-    # -- submit and control --
     def submit(self, plan: SubmitPlan) -> RunView: ...
     def submit_sweep(self, plan: SweepPlan) -> list[RunView]: ...
-    def cancel(self, run_id: str) -> list[str]: ...
     def retry(self, run_id: str, *, seen: int | None = None) -> RunView: ...
-    def cancel_group(self, group: str) -> list[str]: ...
-    def retry_group(self, group: str) -> GroupRetry: ...
-    def verify(self, run_id: str) -> list[Check]: ...
 
-    # -- diagnose --
+
+class RunsAPI(Protocol):
+    """Every run, and one run looked into (:class:`~ddp_tui.remote.runs.service.RunsService`)."""
+
+    def refresh(self, follow: str | None = None) -> Snapshot: ...
+    def follow(self, run_id: str) -> RunDetail: ...
+    def restart_follow(self, run_id: str) -> None: ...
+    def cancel(self, run_id: str) -> list[str]: ...
+    def verify(self, run_id: str) -> list[Check]: ...
     def diagnose(self, run_id: str) -> Diagnosis | None: ...
     def estimated_start(self, run_id: str) -> str: ...
     def resources(self, run_id: str) -> ResourceSummary: ...
-    def stacks(self, run_id: str, *, timeout: float = 8.0, py_spy: str = "auto") -> StacksTaken: ...
 
-    # -- a shell where the job runs --
+
+class LiveAPI(Protocol):
+    """Hands on a live job (:class:`~ddp_tui.remote.live.service.LiveService`)."""
+
+    def stacks(self, run_id: str, *, timeout: float = 8.0, py_spy: str = "auto") -> StacksTaken: ...
     def shell_command(self, run_id: str, node: str | None = None) -> ShellPlan: ...
     def open_shell(self, plan: ShellPlan) -> int:
         """Called on the main thread with the app suspended (the terminal is the shell's)."""
 
-    # -- follow --
-    def refresh(self, follow: str | None = None) -> Snapshot: ...
-    def follow(self, run_id: str) -> RunDetail: ...
-    def restart_follow(self, run_id: str) -> None: ...
 
-    # -- compare --
+class GroupsAPI(Protocol):
+    """Runs of one experiment together (:class:`~ddp_tui.remote.groups.service.GroupsService`)."""
+
+    def cancel_group(self, group: str) -> list[str]: ...
+    def retry_group(self, group: str) -> GroupRetry: ...
     def compare(self, group: str) -> pd.DataFrame: ...
     def advise(
         self, group: str, *, threshold: float | None = None, deadline_sec: float | None = None
@@ -82,5 +79,18 @@ class ClusterAPI(Protocol):
     def export_comparison(self, group: str) -> list[str]: ...
     def outcomes(self, group: str) -> Outcomes: ...
     def diff(self, run_a: str, run_b: str) -> RunDiff: ...
+
+
+class ClusterAPI(SubmitAPI, RunsAPI, LiveAPI, GroupsAPI, Protocol):
+    """Submit, follow, compare, cancel, retry and verify runs on one cluster: every service's
+    calls, on the one object the app holds."""
+
+    @property
+    def location(self) -> str:
+        """Where the runs are: "local scheduler", "Slurm on this host", "user@host"."""
+
+    @property
+    def scheduler_name(self) -> str:
+        """``"slurm"`` or ``"local"``."""
 
     def close(self) -> None: ...

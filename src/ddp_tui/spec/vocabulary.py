@@ -1,10 +1,26 @@
 """The words and limits a spec is written in: the closed lists, the trainer's built-in
 names and sample shapes, size limits, the patterns of the values that reach ``#SBATCH``
-lines, and the sections the fields are shown in."""
+lines, and the sections the fields are shown in.
+
+The trainer's names (models, datasets, the choices of its options) are ``ddp_tui.jobfiles``'s,
+the one module the trainer and the spec both import; a script's metrics sources are
+``ddp_tui.scriptrun``'s presets. Both are re-exported here, so the spec offers exactly what the
+job side takes."""
 
 from __future__ import annotations
 
 from typing import Final
+
+from ddp_tui.jobfiles import BACKENDS as BACKENDS
+from ddp_tui.jobfiles import BUILTIN_DATASETS as BUILTIN_DATASETS
+from ddp_tui.jobfiles import BUILTIN_MODELS as BUILTIN_MODELS
+from ddp_tui.jobfiles import DATASETS_NEEDING_ROOT as DATASETS_NEEDING_ROOT
+from ddp_tui.jobfiles import LR_SCALINGS as LR_SCALINGS
+from ddp_tui.jobfiles import OPTIMIZERS as OPTIMIZERS
+from ddp_tui.jobfiles import PRECISIONS as PRECISIONS
+from ddp_tui.jobfiles import SCHEDULES as SCHEDULES
+from ddp_tui.jobfiles import SYNTHETIC_DEFAULT_SHAPE as SYNTHETIC_DEFAULT_SHAPE
+from ddp_tui.scriptrun.presets import METRICS_PRESETS
 
 #: What a job runs: ddp-tui's built-in trainer, or the user's own torchrun-ready script.
 ENTRIES: Final = ("trainer", "script")
@@ -12,42 +28,12 @@ ENTRIES: Final = ("trainer", "script")
 CODE_MODES: Final = ("snapshot", "in-place")
 #: Whether a user's script is observed from inside its processes (ddp_tui.scriptrun.observe).
 OBSERVE_MODES: Final = ("on", "off")
-#: Where a script's metrics come from by name (``ddp_tui.scriptrun``'s presets, which a test
-#: holds to this list); ``regex:PATTERN`` and ``csv:PATH`` are allowed besides.
-METRICS_SOURCES: Final = (
-    "auto",
-    "helper",
-    "epoch-line",
-    "key-value",
-    "hf-dict",
-    "tqdm",
-    "step-line",
-    "none",
-)
+#: Where a script's metrics come from by name (``ddp_tui.scriptrun``'s presets);
+#: ``regex:PATTERN`` and ``csv:PATH`` are allowed besides.
+METRICS_SOURCES: Final = METRICS_PRESETS
 TASKS: Final = ("classification", "regression")
-BACKENDS: Final = ("auto", "nccl", "gloo")
 LAUNCHERS: Final = ("torchrun", "srun")
 DEVICES: Final = ("cuda", "cpu")
-LR_SCALINGS: Final = ("none", "linear")
-OPTIMIZERS: Final = ("sgd", "adamw")
-SCHEDULES: Final = ("none", "step", "cosine")
-#: "auto": bf16 autocast on a GPU that supports it, fp32 on the CPU (the trainer decides).
-PRECISIONS: Final = ("auto", "off", "bf16", "fp16")
-BUILTIN_DATASETS: Final = (
-    "synthetic",
-    "mnist",
-    "fashion_mnist",
-    "cifar10",
-    "cifar100",
-    "imagefolder",
-    "tabular",
-)
-#: Datasets the trainer reads from (or, with ``download``, downloads into) the data root:
-#: a job without one fails at start (the trainer's ``args.DATASETS_NEEDING_ROOT``).
-DATASETS_NEEDING_ROOT: Final = tuple(d for d in BUILTIN_DATASETS if d != "synthetic")
-#: Models the trainer builds by name (its ``args.BUILTIN_MODELS``). Any other name is a
-#: torchvision classification model, or ``pkg.module:function``.
-BUILTIN_MODELS: Final = ("mlp", "simple_cnn")
 #: torchvision classifiers a form offers beside the built-in models (any other works too).
 SUGGESTED_MODELS: Final = (
     "resnet18",
@@ -59,8 +45,6 @@ SUGGESTED_MODELS: Final = (
     "convnext_tiny",
     "vit_b_16",
 )
-#: The shape of a synthetic sample when ``synthetic_shape`` is empty (the trainer's default).
-SYNTHETIC_DEFAULT_SHAPE: Final = (1, 28, 28)
 #: What each built-in dataset other than synthetic feeds the model (the trainer's data.py and
 #: images.py): C,H,W images, or tabular's rows of numbers. -1: a size known only at run time.
 DATASET_SHAPES: Final[dict[str, tuple[int, ...]]] = {

@@ -1,5 +1,6 @@
 """The telemetry file's JSON lines (``start``, ``host``, ``gpu``, ``note``) and the rank ranges
-they carry; the shapes are the run-directory contract in docs/architecture.md.
+they carry (written by :func:`ddp_tui.jobfiles.format_ranks`); the shapes are the run-directory
+contract in docs/architecture.md.
 
 Annotations only name ``list[...]`` and ``X | None``: postponed (``from __future__ import
 annotations``), they are never evaluated, so they work on the Python 3.8 a job may run."""
@@ -11,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ddp_tui.jobfiles import format_ranks
+
 
 @dataclass(frozen=True)
 class Origin:
@@ -20,20 +23,6 @@ class Origin:
     node: int
     job: str
     restart: int
-
-
-def format_ranks(ranks: Iterable[int]) -> str:
-    """``"0-3"``, ``"0,2"``, ``"0-3,6"``; ``""`` for none."""
-    ordered = sorted(set(ranks))
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
 
 
 def layout_ranks(node: int, ranks_per_node: int | None) -> str:

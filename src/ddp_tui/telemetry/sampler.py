@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ddp_tui.jobfiles import TELEMETRY_DIR, telemetry_file
+from ddp_tui.jobfiles import TELEMETRY_DIR, format_ranks, telemetry_file
 
 from .gpus import GpuError, GpuReading, NvmlReader, SmiReader, visible
-from .lines import Origin, encode, format_ranks, layout_ranks, line
+from .lines import Origin, encode, layout_ranks, line
 from .procs import MIB, ProcScanner
 
 #: Failed writes in a row after which the sampler ends (a full or vanished file system).

@@ -14,19 +14,20 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ddp_tui.jobfiles import (
+    BACKENDS,
+    BUILTIN_DATASETS,
+    BUILTIN_MODELS,
+    DATASETS_NEEDING_ROOT,
+    LR_SCALINGS,
+    OPTIMIZERS,
+    PRECISIONS,
+    SCHEDULES,
+    SYNTHETIC_DEFAULT_SHAPE,
+)
+
 from .errors import UsageError
 
-BUILTIN_MODELS = ("mlp", "simple_cnn")
-BUILTIN_DATASETS = (
-    "synthetic",
-    "mnist",
-    "fashion_mnist",
-    "cifar10",
-    "cifar100",
-    "imagefolder",
-    "tabular",
-)
-DATASETS_NEEDING_ROOT = ("mnist", "fashion_mnist", "cifar10", "cifar100", "imagefolder", "tabular")
 _USER_CALLABLE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 
 
@@ -43,7 +44,7 @@ class TrainConfig:
     num_classes: int | None = None
     synthetic_samples: int = 2048
     synthetic_val_samples: int = 512
-    synthetic_shape: tuple[int, ...] = (1, 28, 28)
+    synthetic_shape: tuple[int, ...] = SYNTHETIC_DEFAULT_SHAPE
     image_size: int | None = None
     epochs: int = 10
     batch_size: int = 64
@@ -126,7 +127,9 @@ def build_parser(prog: str = "ddp-train") -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, required=True, help="run directory; all outputs go here")
     g = p.add_argument_group("model and data")
     g.add_argument(
-        "--model", default=d.model, help="mlp | simple_cnn | torchvision name | pkg.mod:fn"
+        "--model",
+        default=d.model,
+        help=" | ".join((*BUILTIN_MODELS, "torchvision name", "pkg.mod:fn")),
     )
     g.add_argument(
         "--dataset", default=d.dataset, help=" | ".join((*BUILTIN_DATASETS, "pkg.mod:fn"))
@@ -143,19 +146,19 @@ def build_parser(prog: str = "ddp-train") -> argparse.ArgumentParser:
     t.add_argument("--epochs", type=int, default=d.epochs)
     t.add_argument("--batch-size", type=int, default=d.batch_size, help="per process")
     t.add_argument("--lr", type=float, default=None, help="default 0.05 (sgd) or 1e-3 (adamw)")
-    t.add_argument("--lr-scaling", choices=("none", "linear"), default=d.lr_scaling)
+    t.add_argument("--lr-scaling", choices=LR_SCALINGS, default=d.lr_scaling)
     t.add_argument("--base-batch-size", type=int, default=d.base_batch_size)
-    t.add_argument("--optimizer", choices=("sgd", "adamw"), default=d.optimizer)
+    t.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer)
     t.add_argument("--momentum", type=float, default=d.momentum)
     t.add_argument("--weight-decay", type=float, default=None, help="default 5e-4 / 0.05")
-    t.add_argument("--schedule", choices=("none", "step", "cosine"), default=d.schedule)
+    t.add_argument("--schedule", choices=SCHEDULES, default=d.schedule)
     t.add_argument("--warmup-epochs", type=float, default=d.warmup_epochs)
     t.add_argument("--step-size", type=int, default=d.step_size, help="epochs per step decay")
     t.add_argument("--gamma", type=float, default=d.gamma)
     t.add_argument("--grad-accum", type=int, default=d.grad_accum)
     t.add_argument("--seed", type=int, default=d.seed)
     s = p.add_argument_group("speed")
-    s.add_argument("--precision", choices=("auto", "off", "bf16", "fp16"), default=d.precision)
+    s.add_argument("--precision", choices=PRECISIONS, default=d.precision)
     s.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None)
     s.add_argument("--compile", action="store_true")
     s.add_argument("--workers", type=int, default=None, help="data-loader workers (default: auto)")
@@ -168,7 +171,7 @@ def build_parser(prog: str = "ddp-train") -> argparse.ArgumentParser:
     )
     s.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU")
     r = p.add_argument_group("distributed and bookkeeping")
-    r.add_argument("--backend", choices=("auto", "nccl", "gloo"), default=d.backend)
+    r.add_argument("--backend", choices=BACKENDS, default=d.backend)
     r.add_argument("--timeout-sec", type=float, default=d.timeout_sec, help="process-group timeout")
     r.add_argument("--ckpt-every-steps", type=int, default=d.ckpt_every_steps)
     r.add_argument("--progress-every", type=int, default=d.progress_every)

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .args import BUILTIN_MODELS
+from ddp_tui.jobfiles import BUILTIN_MODELS
+
 from .errors import UsageError
 from .user_code import call_with_known_kwargs, load_callable
 

@@ -22,10 +22,10 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from ddp_tui.jobfiles import STEP_TIMES_FILE, RunWriteError, register_stack_dump
+from ddp_tui.jobfiles import BUILTIN_MODELS, STEP_TIMES_FILE, RunWriteError, register_stack_dump
 
 from . import EXIT_OK, EXIT_REQUEUE
-from .args import BUILTIN_MODELS, TrainConfig
+from .args import TrainConfig
 from .breakdown import (
     Calibrated,
     RankEpoch,

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
-from textual.message import Message
 from textual.message_pump import MessagePump
 from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from ddp_tui.tui.cluster_io import ClusterIO
+from ddp_tui.tui.cluster_io import ClusterIO, Request
 from ddp_tui.tui.formatting import describe_error, failure_title
 from ddp_tui.tui.header import Status
 from ddp_tui.tui.messages import (
@@ -40,8 +39,6 @@ if TYPE_CHECKING:
     from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.remote.model.views import RunView, Snapshot
     from ddp_tui.spec import ExperimentSpec, PartitionInfo
-
-T = TypeVar("T")
 
 #: Opens the facade, in a worker thread; the prompter answers SSH questions through modals.
 ClusterFactory = Callable[[TuiPrompter], "ClusterAPI"]
@@ -158,27 +155,18 @@ class DdpTuiApp(App[None]):
         if self.io is not None:
             self.io.refresh_soon()
 
-    def ask(
-        self,
-        reply_to: MessagePump,
-        what: str,
-        call: Callable[[ClusterAPI], T],
-        reply: Callable[[T], Message],
-        *,
-        key: Hashable | None = None,
-        failed: Callable[[Exception], Message | None] | None = None,
-    ) -> bool:
+    def ask(self, reply_to: MessagePump, request: Request[Any]) -> bool:
         """Queue a request to the I/O owner (see :meth:`ClusterIO.ask`); False, with a
         notification, while not connected."""
         if self.io is None:
             self.notify(
                 "not connected yet; the header shows the connection state",
-                title=f"{what} failed",
+                title=f"{request.what} failed",
                 severity="error",
                 markup=False,
             )
             return False
-        self.io.ask(reply_to, what, call, reply, key=key, failed=failed)
+        self.io.ask(reply_to, request)
         return True
 
     @on(SnapshotReady)
@@ -328,9 +316,11 @@ class DdpTuiApp(App[None]):
     def cancel_run(self, run_id: str, name: str) -> None:
         self.ask(
             self,
-            "Cancel",
-            lambda cluster: cluster.cancel(run_id),
-            lambda jobs: ActionDone(f"Cancelled {name} (job {', '.join(jobs)})."),
+            Request(
+                "Cancel",
+                lambda cluster: cluster.cancel(run_id),
+                lambda jobs: ActionDone(f"Cancelled {name} (job {', '.join(jobs)})."),
+            ),
         )
 
     def retry_run(self, run_id: str) -> None:
@@ -345,12 +335,15 @@ class DdpTuiApp(App[None]):
         seen = len(run.attempts) if run is not None else None
         self.ask(
             self,
-            "Retry",
-            # The attempts the user saw: a second press, or another instance's retry
-            # since, is refused with the winning job's id instead of doubling it.
-            lambda cluster: cluster.retry(run_id, seen=seen),
-            lambda run: ActionDone(
-                f"Retrying {run.name}: job {run.job_id} resumes from its checkpoint.", run.run_id
+            Request(
+                "Retry",
+                # The attempts the user saw: a second press, or another instance's retry
+                # since, is refused with the winning job's id instead of doubling it.
+                lambda cluster: cluster.retry(run_id, seen=seen),
+                lambda run: ActionDone(
+                    f"Retrying {run.name}: job {run.job_id} resumes from its checkpoint.",
+                    run.run_id,
+                ),
             ),
         )
 

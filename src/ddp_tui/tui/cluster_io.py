@@ -3,9 +3,10 @@
 The facade (:class:`~ddp_tui.remote.api.ClusterAPI`) is not thread-safe and most of its calls
 wait on the network, so no screen calls it. One worker thread runs :meth:`ClusterIO.serve`:
 queued requests first, in the order they came, then the refresh when it is due, then the
-followed run's new output at the follow cadence. A screen (or widget) asks with
-:meth:`ClusterIO.ask`; the result goes back by message to the one that asked, and a failure
-as :class:`~ddp_tui.tui.messages.RequestFailed`, which bubbles to the app's notification.
+followed run's new output at the follow cadence. A screen (or widget) asks with a
+:class:`Request` (:meth:`ClusterIO.ask`); the result goes back by message to the one that asked,
+and a failure as :class:`~ddp_tui.tui.messages.RequestFailed`, which bubbles to the app's
+notification.
 See docs/architecture.md, "How data flows".
 
 Following: the Run detail screen registers its run (:meth:`ClusterIO.follow`). A refresh then
@@ -20,8 +21,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ddp_tui.tui.formatting import describe_error, failure_title
 from ddp_tui.tui.messages import (
@@ -62,8 +63,26 @@ def _failure(what: str, error: Exception) -> RequestFailed:
     return RequestFailed(what, describe_error(error), failure_title(what, error))
 
 
+@dataclass(frozen=True)
+class Request(Generic[T]):
+    """What a screen asks of the I/O owner: ``call(cluster)`` runs on its thread, and
+    ``reply(result)`` goes back as a message to whoever asked.
+
+    ``what`` names the request in a failure ("Verify failed"); ``failed`` may turn an error
+    into a message of its own (else ``RequestFailed``). A request with a ``key`` replaces a
+    queued one of the same asker with the same key: only the newest preview or comparison
+    matters."""
+
+    what: str
+    call: Callable[[ClusterAPI], T]
+    reply: Callable[[T], Message]
+    _: KW_ONLY
+    key: Hashable | None = None
+    failed: Callable[[Exception], Message | None] | None = None
+
+
 @dataclass(eq=False)
-class _Request:
+class _Queued:
     key: Hashable | None
     reply_to: MessagePump
     run: Callable[[ClusterAPI], Message]
@@ -106,7 +125,7 @@ class ClusterIO:
         self.refresh_interval = refresh_interval
         self._clock = clock
         self._cond = threading.Condition()
-        self._queue: deque[_Request] = deque()
+        self._queue: deque[_Queued] = deque()
         self._follow: _Follow | None = None
         self._pace = _Pace()
         self._snapshot: Snapshot | None = None  # the newest, for the follow pace
@@ -128,37 +147,25 @@ class ClusterIO:
 
     # -- requests, from the UI thread -------------------------------------------------
 
-    def ask(
-        self,
-        reply_to: MessagePump,
-        what: str,
-        call: Callable[[ClusterAPI], T],
-        reply: Callable[[T], Message],
-        *,
-        key: Hashable | None = None,
-        failed: Callable[[Exception], Message | None] | None = None,
-    ) -> None:
-        """Run ``call(cluster)`` on the I/O thread; post ``reply(result)`` to ``reply_to``.
-
-        ``what`` names the request in a failure ("Verify failed"); ``failed`` may turn an
-        error into a message of its own (else ``RequestFailed``). A request with a ``key``
-        replaces a queued one of the same asker with the same key: only the newest preview
-        or comparison matters."""
+    def ask(self, reply_to: MessagePump, request: Request[Any]) -> None:
+        """Run ``request.call(cluster)`` on the I/O thread; post ``request.reply(result)`` to
+        ``reply_to`` (see :class:`Request`)."""
 
         def run(cluster: ClusterAPI) -> Message:
             try:
-                result = call(cluster)
+                result = request.call(cluster)
             except Exception as error:  # every failure goes back to the asker
-                own = failed(error) if failed is not None else None
-                return own or _failure(what, error)
-            return reply(result)
+                own = request.failed(error) if request.failed is not None else None
+                return own or _failure(request.what, error)
+            return request.reply(result)
 
+        key = request.key
         with self._cond:
             if key is not None:
                 self._queue = deque(
                     r for r in self._queue if r.key != key or r.reply_to is not reply_to
                 )
-            self._queue.append(_Request(key, reply_to, run))
+            self._queue.append(_Queued(key, reply_to, run))
             self._cond.notify()
 
     def refresh_soon(self) -> None:
@@ -217,7 +224,7 @@ class ClusterIO:
             self._cond.wait(min(SLICE, max(0.0, due - now)))
             return None
 
-    def _answer(self, request: _Request) -> None:
+    def _answer(self, request: _Queued) -> None:
         try:
             message = request.run(self._cluster)
         except Exception as error:  # a reply that failed to build: still answer

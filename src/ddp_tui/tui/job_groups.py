@@ -14,34 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.backends.states import COUNT_ORDER, JobState
 from ddp_tui.remote.groups.group_control import RETRY_STATES
 from ddp_tui.remote.model.views import RunView
 
 #: Row keys of group rows start with this; run ids never do (they start with a timestamp).
 GROUP_ROW_PREFIX = "group:"
 
-#: The order in which a group row counts its states: what is moving first, then what ended
-#: badly, then what completed.
-_COUNT_ORDER: tuple[JobState, ...] = (
-    JobState.RUNNING,
-    JobState.COMPLETING,
-    JobState.PENDING,
-    JobState.REQUEUED,
-    JobState.SUSPENDED,
-    JobState.FAILED,
-    JobState.TIMEOUT,
-    JobState.OUT_OF_MEMORY,
-    JobState.NODE_FAIL,
-    JobState.BOOT_FAIL,
-    JobState.DEADLINE,
-    JobState.PREEMPTED,
-    JobState.CANCELLED,
-    JobState.LOST,
-    JobState.UNKNOWN,
-    JobState.COMPLETED,
-)
-_RANK = {state: index for index, state in enumerate(_COUNT_ORDER)}
+#: Each state's place in a group row's count: the states' own order.
+_RANK = {state: index for index, state in enumerate(COUNT_ORDER)}
 
 #: What a sweep member's name joins its parts with (``grid-lr0.1-b32``, ``sweep-g2``); not
 #: the dot, which is inside values (``lr0.1``).

@@ -24,10 +24,10 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ddp_tui.remote.backends.states import JobState
+from ddp_tui.reports.usage import hours_text, resource_hours
 from ddp_tui.tui.formatting import STATE_STYLES, duration, metric_label, number, rate
 from ddp_tui.tui.job_groups import JobLine, RunGroup, counts_label
 from ddp_tui.tui.run_summary import run_size
-from ddp_tui.usage import hours_text, resource_hours
 
 if TYPE_CHECKING:
     from ddp_tui.remote.model.views import RunView

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ddp_tui.text import collapse_carriage_returns
+from ddp_tui.reports.text import collapse_carriage_returns
 
 #: Longest line shown; the rest is summarised as ``…[+N chars]``.
 MAX_LINE_CHARS = 2000

@@ -1,10 +1,10 @@
 """Compare's outcome table: its columns and cells, from a group's
-:class:`~ddp_tui.outcomes.Outcomes`.
+:class:`~ddp_tui.reports.outcomes.Outcomes`.
 
 Pure (no widgets): the Compare screen lays the cells out in a ``DataTable``. The first
 columns are the spec fields that differ between the runs, then the outcomes; the best run's
 row says "best" and is drawn bold. Imported only when Compare opens (pandas comes with
-:mod:`ddp_tui.outcomes`).
+:mod:`ddp_tui.reports.outcomes`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from rich.text import Text
 
-from ddp_tui.outcomes import OUTCOME_COLUMNS, Outcomes, value_text
+from ddp_tui.reports.outcomes import OUTCOME_COLUMNS, Outcomes, value_text
 from ddp_tui.tui.formatting import duration, metric_label, number, rate
 
 #: The marker column (not a column of the frame): "best" on the best run's row.
@@ -93,7 +93,7 @@ def outcome_rows(outcomes: Outcomes) -> list[tuple[str, list[Text]]]:
 def sort_arrow(outcomes: Outcomes, column: str) -> str:
     """How ``column`` reads in the frame's order: descending, ascending, or "" where it is
     the same throughout (or mixes numbers and text). Read from the sorted frame itself, so
-    that the header says what :func:`~ddp_tui.outcomes.sort_outcomes` did."""
+    that the header says what :func:`~ddp_tui.reports.outcomes.sort_outcomes` did."""
     if column not in outcomes.frame.columns:
         return ""
     values = [v for v in outcomes.frame[column].tolist() if not _missing(v)]

@@ -1,5 +1,5 @@
 """Compare's overlay plot: one metric per epoch, one line per run of the group, with a legend
-of what differs between them (:attr:`ddp_tui.outcomes.Outcomes.labels`).
+of what differs between them (:attr:`ddp_tui.reports.outcomes.Outcomes.labels`).
 
 :func:`overlay_metrics` and :func:`overlay_lines` are pure (tests read the lines without a
 terminal); :func:`draw_overlay` hands them to plotext, as
@@ -15,7 +15,7 @@ from ddp_tui.jobfiles import METRICS_COLUMNS
 from ddp_tui.tui.speedup_plot import Line
 
 if TYPE_CHECKING:
-    from ddp_tui.outcomes import Outcomes
+    from ddp_tui.reports.outcomes import Outcomes
 
 #: At most this many lines: a terminal plot of more is a tangle, and plotext's colours
 #: repeat. The runs drawn are the first in the table's order (sort by the metric to see

@@ -62,6 +62,28 @@ ACTIVE_STATES = frozenset(
     }
 )
 
+#: Every state, in the order a count of many jobs' states lists them (a group row's
+#: ``1 RUNNING 2 PENDING 1 COMPLETED``): the active ones first, what is moving before what
+#: waits, then the terminal ones that ended badly, then UNKNOWN, then COMPLETED.
+COUNT_ORDER: tuple[JobState, ...] = (
+    JobState.RUNNING,
+    JobState.COMPLETING,
+    JobState.PENDING,
+    JobState.REQUEUED,
+    JobState.SUSPENDED,
+    JobState.FAILED,
+    JobState.TIMEOUT,
+    JobState.OUT_OF_MEMORY,
+    JobState.NODE_FAIL,
+    JobState.BOOT_FAIL,
+    JobState.DEADLINE,
+    JobState.PREEMPTED,
+    JobState.CANCELLED,
+    JobState.LOST,
+    JobState.UNKNOWN,
+    JobState.COMPLETED,
+)
+
 # Every state squeue/sacct can print (long and compact forms), from Slurm's
 # job_state_string(); the base state decides, flags such as "+" are stripped.
 _SLURM_STATES: dict[str, JobState] = {

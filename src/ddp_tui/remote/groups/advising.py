@@ -2,7 +2,7 @@
 through the store and handed to the pure model of :mod:`ddp_tui.advisor`.
 
 The I/O side of the advisor, as :mod:`ddp_tui.remote.groups.comparison` is the I/O side of
-:mod:`ddp_tui.results`.
+:mod:`ddp_tui.reports.results`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ddp_tui.remote.groups.comparison import export_comparison, load_group
 from ddp_tui.remote.observe.followers import MetricsCache, TelemetryCache, catch_up
 from ddp_tui.remote.store.runs import PREFLIGHT_FILE, RunInfo, RunStore, spec_nodes
 from ddp_tui.remote.store.tail import JsonLinesReader
-from ddp_tui.results import RunData
+from ddp_tui.reports.results import RunData
 from ddp_tui.spec.partitions import PartitionInfo
 
 #: The efficiency the advice keeps to when neither ``--threshold`` nor the profile says.

@@ -1,7 +1,7 @@
 """A group's runs read through the store, and its comparison written next to the runs.
 
-The I/O side of :mod:`ddp_tui.results` and :mod:`ddp_tui.outcomes`, whose summaries and
-tables are pure.
+The I/O side of :mod:`ddp_tui.reports.results` and :mod:`ddp_tui.reports.outcomes`, whose
+summaries and tables are pure.
 """
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ from collections.abc import Mapping, Sequence
 
 from ddp_tui.advisor import Advice
 from ddp_tui.advisor.report import advice_csv, advice_markdown
-from ddp_tui.outcomes import (
+from ddp_tui.remote.observe.followers import MetricsCache, TelemetryCache
+from ddp_tui.remote.store.runs import RunInfo, RunRef, RunStore, RunStoreError, spec_nodes
+from ddp_tui.remote.store.tail import MetricsRow
+from ddp_tui.reports.outcomes import (
     Member,
     Outcomes,
     outcome_table,
@@ -19,10 +22,7 @@ from ddp_tui.outcomes import (
     total_hours_text,
     with_outcomes,
 )
-from ddp_tui.remote.observe.followers import MetricsCache, TelemetryCache
-from ddp_tui.remote.store.runs import RunInfo, RunRef, RunStore, RunStoreError, spec_nodes
-from ddp_tui.remote.store.tail import MetricsRow
-from ddp_tui.results import RunData, comparison_markdown, scaling_table, to_csv
+from ddp_tui.reports.results import RunData, comparison_markdown, scaling_table, to_csv
 
 #: The heading of the advice's section in ``comparison.md``.
 ADVICE_HEADING = "## Scaling advice"
@@ -113,7 +113,7 @@ def export_comparison(
 
     Both hold one table, a row per run: the outcome table (``outcomes``; by default
     :func:`recorded_outcomes`: the fields that differ, the outcomes, the best marked), then
-    the scaling table's columns (:func:`ddp_tui.outcomes.with_outcomes`). The Markdown says
+    the scaling table's columns (:func:`ddp_tui.reports.outcomes.with_outcomes`). The Markdown says
     below it what differs, the metric, and the group's total hours. ``advice``: the
     group's scaling advice, appended to the Markdown as a section and written as
     ``advice.csv`` beside the CSV; or why it could not be computed, said in that section

@@ -3,19 +3,19 @@
 The runs' files are read by :mod:`ddp_tui.remote.groups.comparison` (the same caches as the
 scaling table's); each run's elapsed time and state come from the facade's read model
 (:class:`~ddp_tui.remote.model.views.RunView`), so that a running job's hours grow as it runs.
-The tables themselves are the pure :mod:`ddp_tui.outcomes`.
+The tables themselves are the pure :mod:`ddp_tui.reports.outcomes`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ddp_tui.outcomes import Member, Outcomes, RunDiff, outcome_table, run_diff
 from ddp_tui.remote.groups.comparison import load_group, load_run
 from ddp_tui.remote.model.views import RunView
 from ddp_tui.remote.observe.followers import MetricsCache, TelemetryCache
 from ddp_tui.remote.store.runs import RunInfo, RunStore
-from ddp_tui.results import RunData
+from ddp_tui.reports.outcomes import Member, Outcomes, RunDiff, outcome_table, run_diff
+from ddp_tui.reports.results import RunData
 
 
 def view_member(run: RunData, view: RunView) -> Member:

@@ -1,9 +1,9 @@
 """What a notification is about: a run that ended, a run that stalled, a group that finished.
 
-The facade claims each event exactly once across every ddp-tui process
-(:mod:`ddp_tui.remote.observe.notify`) and hands the ones this process claimed to its caller, which
-delivers them (``ddp_tui.notify_delivery``: a toast, the bell, a desktop notification, the
-profile's ``notify_command``). Pure values; see docs/notifications.md.
+A refresh claims each event exactly once across every ddp-tui process
+(:mod:`ddp_tui.remote.runs.reactions.notify`) and hands the ones this process claimed to its
+caller, which delivers them (``ddp_tui.notify_delivery``: a toast, the bell, a desktop
+notification, the profile's ``notify_command``). Pure values; see docs/notifications.md.
 """
 
 from __future__ import annotations

@@ -174,7 +174,8 @@ class Snapshot:
     scheduler_calls: int = 0
     detail: RunDetail | None = None  # the followed run's news, when refresh(follow=...)
     unread: int = 0  # older runs not read yet: refresh again soon to see them
-    #: The events this process claimed in this refresh, to deliver (remote/observe/notify.py).
+    #: The events this process claimed in this refresh, to deliver
+    #: (remote/runs/reactions/notify.py).
     events: tuple[NotifyEvent, ...] = ()
 
     @property

@@ -18,10 +18,10 @@ from ddp_tui.remote.model.view_building import latest_job_id
 from ddp_tui.remote.store.history import (
     LOST_GRACE_SEC,
     MissingJobs,
-    end_record,
     lost_status,
     status_of_end,
 )
+from ddp_tui.remote.store.journal import end_record
 from ddp_tui.remote.store.runs import RunInfo, RunStore
 
 

@@ -14,16 +14,15 @@ import time
 from collections.abc import Sequence
 
 from ddp_tui.diagnosis.stall import Stall, stall_of
-from ddp_tui.remote.backends.executor import Batch, Executor, ExecutorError, ReadResult
-from ddp_tui.remote.backends.scheduler import Scheduler, SchedulerError
+from ddp_tui.remote.backends.executor import Batch, ExecutorError, ReadResult
+from ddp_tui.remote.backends.scheduler import SchedulerError
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.model.view_building import latest_job_id, progress_of
 from ddp_tui.remote.model.views import DETAIL_METRICS_ROWS, RunDetail, RunView
-from ddp_tui.remote.observe.attempt_states import AttemptStates
 from ddp_tui.remote.observe.diagnosing import heartbeat_reads, heartbeats_of
 from ddp_tui.remote.observe.followers import Follower, FollowPass, catch_up
-from ddp_tui.remote.observe.run_table import RunTable
-from ddp_tui.remote.store.runs import SACCT_FILE, RunInfo, RunRef, RunStore, spec_nodes
+from ddp_tui.remote.observe.observed import ObservedRuns
+from ddp_tui.remote.store.runs import SACCT_FILE, RunInfo, RunRef, spec_nodes
 
 #: Extra reads of 4 MiB one follow may make of a long ``metrics.csv`` (32 MiB, some 400,000
 #: rows: about a second's parse on the I/O thread; a longer file goes on at the next follow).
@@ -33,19 +32,12 @@ METRICS_CATCH_UP_ROUNDS = 8
 class Following:
     """The followed runs' readers (kept across follows, restarted per attempt)."""
 
-    def __init__(
-        self,
-        executor: Executor,
-        scheduler: Scheduler,
-        store: RunStore,
-        states: AttemptStates,
-        table: RunTable,
-    ) -> None:
-        self.executor = executor
-        self.scheduler = scheduler
-        self.store = store
-        self.states = states
-        self.table = table
+    def __init__(self, observed: ObservedRuns) -> None:
+        self.executor = observed.executor
+        self.scheduler = observed.scheduler
+        self.store = observed.store
+        self.states = observed.states
+        self.table = observed.table
         self._followers: dict[str, Follower] = {}
 
     def restart(self, run_id: str) -> None:

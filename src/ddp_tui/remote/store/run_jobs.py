@@ -5,7 +5,11 @@ attempt line (which names the intent's token) after. A process killed in between
 intent without an attempt: the job may or may not exist. Nobody guesses: the scheduler is
 asked which jobs ran from the run directory (``jobs_in_dir``), and a job it has that
 ``jobs.jsonl`` lacks is *adopted* (recorded with ``"adopted": true``), never submitted again.
-An intent that the scheduler has no job for is closed with a *void* line.
+An intent that the scheduler has no job for is closed with a *void* line. Both are done
+only under the run's lock (:mod:`ddp_tui.remote.store.run_lock`), which every submit holds
+from its intent to its attempt line (:mod:`ddp_tui.remote.submit.transaction`): a refresh
+that finds the lock held leaves the run alone, so it never voids an intent that is about to
+be answered, nor adopts a job whose attempt line is about to be written.
 
 The same question answers "is anything of this run still alive?" for retry and cancel, so
 that a half-written or deleted ``jobs.jsonl`` can neither start a second live job for one
@@ -28,24 +32,17 @@ from ddp_tui.remote.backends.scheduler import (
     Scheduler,
     SchedulerError,
 )
-from ddp_tui.remote.store.history import (
+from ddp_tui.remote.store.journal import (
     ARRAY_DIR_KEY,
     ARRAY_INDEX_KEY,
     attempt_record,
-    pending_intents,
-    split_job_lines,
+    fold,
     void_record,
 )
 from ddp_tui.remote.store.run_lock import RunLock
 from ddp_tui.remote.store.runs import RunInfo, RunRef, RunStore, RunStoreError
 
 RECONCILE_EVERY_SEC = 10.0
-
-
-def recorded_ids(records: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The job ids of the attempt lines of ``records``."""
-    attempts, _ = split_job_lines(records)
-    return [str(a.get("job_id")) for a in attempts if a.get("job_id")]
 
 
 def jobs_of_run(
@@ -75,9 +72,11 @@ def adopt_unrecorded(
     ``jobs.jsonl``, read under the lock) lacks, oldest first, each answering the oldest
     pending intent; ``records`` gains each line written. Returns their ids. The caller holds
     the run's lock (:mod:`ddp_tui.remote.store.run_lock`)."""
-    known = recorded_ids(records)
+    lines = fold(records)
+    known = lines.job_ids
     found = [j for j in jobs_of_run(scheduler, ref, records) if j not in known]
-    pending = pending_intents(records)
+    pending = lines.pending
+    journal = store.journal(ref)
     n = len(known)
     for job_id in found:
         intent = pending.pop(0) if pending else None
@@ -87,7 +86,7 @@ def adopt_unrecorded(
         rec["adopted"] = True
         if intent is not None:
             rec["intent"] = intent.get("token")
-        store.append_job(ref, rec)
+        journal.append(rec)
         records.append(rec)
         known.append(job_id)
     return found
@@ -107,12 +106,13 @@ def close_void_intents(
     ``by`` is returned."""
     now = time.time() if now is None else now
     young: list[str] = []
-    for intent in pending_intents(records):
+    journal = store.journal(ref)
+    for intent in fold(records).pending:
         if now - _epoch(intent.get("at")) < scheduler.submit_in_flight_sec:
             young.append(str(intent.get("by") or "another process"))
         else:
             void = void_record(str(intent.get("token")))
-            store.append_job(ref, void)
+            journal.append(void)
             records.append(void)
     return young
 
@@ -136,7 +136,9 @@ class IntentReconciler:
 
     def reconcile(self, ref: RunRef) -> bool:
         """Adopt the jobs of ``ref``'s dead submitter, void its empty intents; True when
-        something was recorded. Skipped while a live submitter holds the run's lock."""
+        something was recorded. Skipped, never waited for, while a live submitter holds the
+        run's lock (a single submit, or a job array holding every member's): its own attempt
+        lines will answer, and a refresh must not stall behind a submit."""
         now = time.monotonic()
         if now - self._tried.get(ref.run_id, -RECONCILE_EVERY_SEC) < RECONCILE_EVERY_SEC:
             return False
@@ -145,8 +147,8 @@ class IntentReconciler:
         if not lock.try_acquire():
             return False  # its submitter is alive: its own attempt line will answer
         try:
-            records = self.store.read_jobs(ref)
-            if not pending_intents(records):
+            records = self.store.journal(ref).read()
+            if not fold(records).pending:
                 return False
             before = len(records)
             adopt_unrecorded(self.scheduler, self.store, ref, records)
@@ -187,8 +189,8 @@ def live_jobs(scheduler: Scheduler, job_ids: Sequence[str]) -> list[JobStatus]:
 def all_job_ids(scheduler: Scheduler, store: RunStore, ref: RunRef) -> list[str]:
     """Recorded and unrecorded jobs of the run, without asking twice for one. Where the
     scheduler cannot list them (sacct down), the recorded ones: a cancel still ends those."""
-    records = store.read_jobs(ref)
-    ids = recorded_ids(records)
+    records = store.journal(ref).read()
+    ids = fold(records).job_ids
     with contextlib.suppress(NotImplementedError, SchedulerError, ExecutorError):
         ids += [j for j in jobs_of_run(scheduler, ref, records) if j not in ids]
     return ids

@@ -11,6 +11,12 @@ The directory holds ``owner.json`` (host, pid, time, token). A lock whose owner 
 broken by the next taker: on the same host when its pid no longer runs, from anywhere once
 it is older than :data:`STALE_SEC`. No submit holds the lock that long; a crash (``kill -9``
 between the intent and the job id) is what leaves one behind.
+
+A job array submits for many runs at once and holds all their locks (:class:`RunLocks`):
+taken in the order of their paths, so that two takers of overlapping sets never wait on each
+other, in one round trip while none is held, and given back together. A refresh's intent
+reconciler only ever *tries* a lock (:meth:`RunLock.try_acquire`) and leaves a held run
+alone.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,13 +86,26 @@ def _owner_of(data: bytes) -> Owner | None:
 class RunLock:
     """The submit lock of one run directory (a context manager via :meth:`held`)."""
 
-    def __init__(self, executor: Executor, ref: RunRef, *, wait_sec: float = WAIT_SEC) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        ref: RunRef,
+        *,
+        wait_sec: float = WAIT_SEC,
+        token: str | None = None,
+    ) -> None:
         self.executor = executor
         self.ref = ref
         self.path = ref.file(LOCK_DIR)
         self.wait_sec = wait_sec
-        self.token = secrets.token_hex(8)
+        self.token = token or secrets.token_hex(8)
         self.host = socket.gethostname()
+
+    def owner_doc(self) -> str:
+        """What ``owner.json`` says while this lock is held."""
+        return json.dumps(
+            {"host": self.host, "pid": os.getpid(), "at": time.time(), "token": self.token}
+        )
 
     def owner(self) -> Owner | None:
         """Who holds the lock now (None: nobody, or an owner that wrote nothing yet)."""
@@ -97,10 +116,7 @@ class RunLock:
 
     def _mkdir(self) -> bool:
         """Make the lock directory: True when made, False when it exists (held)."""
-        doc = json.dumps(
-            {"host": self.host, "pid": os.getpid(), "at": time.time(), "token": self.token}
-        )
-        res = self.executor.run(["sh", "-c", _MKDIR, "sh", self.path, doc], timeout=30)
+        res = self.executor.run(["sh", "-c", _MKDIR, "sh", self.path, self.owner_doc()], timeout=30)
         if res.returncode == _HELD:
             return False
         if not res.ok:
@@ -166,6 +182,86 @@ class RunLock:
 
     @contextlib.contextmanager
     def held(self) -> Iterator[RunLock]:
+        self.acquire()
+        try:
+            yield self
+        finally:
+            self.release()
+
+
+# Takes the locks $2... in order, each with its owner file $1, until one cannot be made (held,
+# or the directory refuses it); prints how many it took. A lock whose owner file could not be
+# written is removed again, so that one taken is always one owned.
+_MKDIR_MANY = (
+    'doc=$1; shift; n=0; for p do LC_ALL=C mkdir -- "$p" 2>/dev/null || break; '
+    'if ! printf %s "$doc" 2>/dev/null > "$p/owner.json"; then rm -rf -- "$p"; break; fi; '
+    "n=$((n+1)); done; echo $n"
+)
+# Removes each of the locks $2... whose owner file names the token $1: never another's.
+_RELEASE_MANY = (
+    'tok=$1; shift; for p do case $(cat -- "$p/owner.json" 2>/dev/null) in *"$tok"*) '
+    'rm -rf -- "$p";; esac; done'
+)
+#: At most this many locks per command line (a sweep of thousands stays under ARG_MAX).
+_PER_CALL = 256
+
+
+class RunLocks:
+    """The submit locks of several runs, held together (a job array's members).
+
+    They are taken in the order of their paths: two takers of overlapping sets then never
+    hold one each of two locks the other waits for. The free ones are taken in one round
+    trip; a held one is waited for (or broken when stale) as :class:`RunLock` does, then
+    the rest follow. All share one token, and are given back in one round trip, also when
+    taking them failed halfway."""
+
+    def __init__(
+        self, executor: Executor, refs: Sequence[RunRef], *, wait_sec: float = WAIT_SEC
+    ) -> None:
+        self.executor = executor
+        token = secrets.token_hex(8)
+        by_path = {r.path: r for r in refs}
+        self.locks = [
+            RunLock(executor, by_path[p], wait_sec=wait_sec, token=token) for p in sorted(by_path)
+        ]
+        self.token = token
+
+    def acquire(self) -> None:
+        """Take every lock, waiting up to ``wait_sec`` for each one held
+        (:class:`RunLocked` names its holder); on any failure none is kept."""
+        taken = 0
+        try:
+            while taken < len(self.locks):
+                chunk = self.locks[taken : taken + _PER_CALL]
+                got = self._take_free(chunk)
+                taken += got
+                if got < len(chunk):  # held, stale, or refused: as one lock is taken
+                    self.locks[taken].acquire()
+                    taken += 1
+        except BaseException:
+            self.release()
+            raise
+
+    def _take_free(self, locks: Sequence[RunLock]) -> int:
+        """Take ``locks`` in order up to the first that cannot be taken at once; how many."""
+        doc = locks[0].owner_doc()
+        res = self.executor.run(
+            ["sh", "-c", _MKDIR_MANY, "sh", doc, *(lock.path for lock in locks)], timeout=30
+        )
+        try:
+            return int(res.stdout.strip() or 0) if res.ok else 0
+        except ValueError:
+            return 0
+
+    def release(self) -> None:
+        """Give back every lock of the set still held under this set's token."""
+        for i in range(0, len(self.locks), _PER_CALL):
+            paths = [lock.path for lock in self.locks[i : i + _PER_CALL]]
+            with contextlib.suppress(OSError, ExecutorError):
+                self.executor.run(["sh", "-c", _RELEASE_MANY, "sh", self.token, *paths], timeout=30)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[RunLocks]:
         self.acquire()
         try:
             yield self

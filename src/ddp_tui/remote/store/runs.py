@@ -19,7 +19,6 @@ from typing import Any
 
 import ddp_tui
 from ddp_tui.errors import DdpTuiError
-from ddp_tui.jobfiles import json_objects
 from ddp_tui.remote.backends.executor import (
     Batch,
     CommandResult,
@@ -29,12 +28,11 @@ from ddp_tui.remote.backends.executor import (
     ReadResult,
     walk_files,
 )
-from ddp_tui.remote.store.history import has_unanswered_intent, split_job_lines
+from ddp_tui.remote.store.journal import JOBS_FILE, Journal, fold, parse_lines
 from ddp_tui.remote.store.run_damage import (
     RUN_DIRECTORY,
     Damage,
     check_run_json,
-    clean_job_line,
     load_object,
     read_problem,
     spec_json_of,
@@ -46,7 +44,6 @@ from ddp_tui.spec.vocabulary import MAX_NODES
 
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sbatch"
-JOBS_FILE = "jobs.jsonl"
 RUN_JSON = "run.json"
 METRICS_FILE = "metrics.csv"
 PROGRESS_FILE = "progress.jsonl"
@@ -378,25 +375,15 @@ class RunStore:
 
     # -- jobs.jsonl ---------------------------------------------------------
 
-    def append_job(self, run: RunRef, record: Mapping[str, Any]) -> None:
-        """Add one record (a submission attempt, or an attempt's end) to ``jobs.jsonl``.
+    def journal(self, run: RunRef) -> Journal:
+        """The run's ``jobs.jsonl``: every line of it is written there
+        (:mod:`ddp_tui.remote.store.journal`)."""
+        return Journal(self.executor, run.path)
 
-        One line in one append: a reader sees the whole record or nothing of it. A last
-        line left torn (a writer killed mid-line, a full disk) is ended first, so the record
-        never lands glued to it: readers skip the torn line and keep this one.
-        """
-        path = run.file(JOBS_FILE)
-        line = json.dumps(dict(record), separators=(",", ":")) + "\n"
-        st = self.executor.stat(path)
-        torn = (
-            st is not None
-            and st.size > 0
-            and not st.is_dir
-            and self.executor.read_range(path, st.size - 1, 1) != b"\n"
-        )
-        if torn:
-            line = "\n" + line
-        self.executor.append(path, line.encode())
+    def append_job(self, run: RunRef, record: Mapping[str, Any]) -> None:
+        """Add one record (a submission attempt, or an attempt's end) to ``jobs.jsonl``
+        (:meth:`Journal.append`: one whole line, never glued to a torn one)."""
+        self.journal(run).append(record)
 
     # -- list ---------------------------------------------------------------
 
@@ -474,13 +461,13 @@ class RunStore:
             if c is None:
                 continue
             if c.info is None:
-                attempts, ends = split_job_lines(c.jobs)
+                lines = fold(c.jobs)
                 c.info = RunInfo(
                     RunRef(n, _join(self.root, n)),
                     c.spec_json,
-                    tuple(attempts),
-                    ends,
-                    unanswered_intent=has_unanswered_intent(c.jobs),
+                    tuple(lines.attempts),
+                    lines.ends,
+                    unanswered_intent=bool(lines.pending),
                     damage=_run_damage(c),
                 )
             out.append(c.info)
@@ -501,7 +488,7 @@ class RunStore:
             cached.line_problems = []
             cached.lines_read = 0
             cached.info = None
-        new = _job_records(lines, cached.lines_read, cached.line_problems)
+        new = parse_lines(lines, cached.lines_read, cached.line_problems)
         cached.lines_read += len(lines)
         if new:
             cached.jobs.extend(new)
@@ -520,9 +507,8 @@ class RunStore:
 
     def read_jobs(self, run: RunRef) -> list[dict[str, Any]]:
         """Every record in ``jobs.jsonl`` (attempts and ends); malformed lines, and records
-        that mean nothing without their wrong fields, are skipped."""
-        res = self._read(run.file(JOBS_FILE))
-        return _job_records(res.data.decode("utf-8", "replace").split("\n"), 0, [])
+        that mean nothing without their wrong fields, are skipped (:meth:`Journal.read`)."""
+        return self.journal(run).read()
 
     def read_run_json(self, run: RunRef) -> dict[str, Any] | None:
         """The trainer's ``run.json`` without its wrong fields, or None before it exists
@@ -589,20 +575,6 @@ def _listed_spec(
         return {}, (Damage(RUN_DIRECTORY, "is a file, not a directory"),)
     doc, problems = spec_json_of(spec)
     return doc, tuple(Damage(SPEC_FILE, p) for p in problems)
-
-
-def _job_records(lines: Sequence[str], first: int, problems: list[Damage]) -> list[dict[str, Any]]:
-    """The usable records of ``jobs.jsonl`` lines (line ``first + 1`` onwards); each line
-    with wrong fields adds its problem to ``problems``. Broken lines are skipped in silence:
-    a writer killed mid-line leaves one, and that is no damage."""
-    out: list[dict[str, Any]] = []
-    for i, line in enumerate(lines, start=first + 1):
-        for rec in json_objects([line]):
-            clean, wrong = clean_job_line(rec)
-            problems.extend(Damage(JOBS_FILE, f"line {i}: {w}") for w in wrong)
-            if clean is not None:
-                out.append(clean)
-    return out
 
 
 def _run_damage(cached: _Cached) -> tuple[Damage, ...]:

@@ -1,9 +1,14 @@
-"""Room in the runs root: checked before a submit, so that a full disk refuses it cleanly.
+"""Room in the runs root: checked before a submit, so that a full or read-only disk refuses
+it cleanly, naming the real cause.
 
 A submit that starts on a full filesystem fails halfway (a traceback, a half-made run
 directory) or, worse, queues a job whose run directory cannot take its first checkpoint.
-``df`` is asked on the target machine (the login node, over SSH from a laptop), for the
-runs root or, before the first submit made it, the nearest directory above it that exists.
+The target machine (the login node, over SSH from a laptop) is asked, in one command, for
+the runs root or, before the first submit made it, the nearest directory above it that
+exists: whether this user may write there (``test -w``; where not, a probe ``mkdir`` says
+why in the system's words: a read-only filesystem, permission denied), and how much ``df``
+says is free. A root that cannot be written is refused as such, whatever its free space:
+freeing space would not help.
 """
 
 from __future__ import annotations
@@ -23,23 +28,32 @@ class NoRoom(DdpTuiError):
     title = "Disk space"
 
 
+class NotWritable(NoRoom):
+    """The runs root (or a run directory in it) cannot be written by this user."""
+
+    title = "Runs root not writable"
+
+
 # The nearest existing directory at or above $1, then its filesystem's free space in KiB.
 _DF = 'p=$1; while [ ! -e "$p" ]; do p=$(dirname -- "$p"); done; df -Pk -- "$p"'
+# The same, after a first line that says whether this user may write there: "writable", or
+# "unwritable<TAB>why<TAB>directory", why as mkdir(1) says it in the C locale. The probe
+# directory is made only where test -w said no (root passes test -w on a mode 0555
+# directory, and may write there; a read-only filesystem fails it for everyone).
+_WRITE_PROBE = ".ddp-tui-write-probe"
+_ROOM = (
+    'p=$1; while [ ! -e "$p" ]; do p=$(dirname -- "$p"); done; '
+    'probe="$p/' + _WRITE_PROBE + '.$$"; '
+    'if [ -w "$p" ]; then echo writable; '
+    'elif out=$(LC_ALL=C mkdir -- "$probe" 2>&1); then rmdir -- "$probe"; echo writable; '
+    r'else printf "unwritable\t%s\t%s\n" "${out##*: }" "$p"; fi; '
+    'df -Pk -- "$p"'
+)
 
 
 def free_space_command(path: str) -> list[str]:
     """The command whose answer :func:`free_of` reads: to join a batch."""
     return ["sh", "-c", _DF, "sh", path]
-
-
-def free_bytes(executor: Executor, path: str) -> int | None:
-    """Bytes free to an unprivileged writer on ``path``'s filesystem; None if unknown (no
-    ``df``, an answer it could not parse): then nothing is refused on a guess."""
-    try:
-        res = executor.run(free_space_command(path), timeout=30)
-    except ExecutorError:
-        return None
-    return free_of(res)
 
 
 def free_of(res: CommandResult) -> int | None:
@@ -54,10 +68,40 @@ def free_of(res: CommandResult) -> int | None:
         return None
 
 
+def room_command(path: str) -> list[str]:
+    """The command whose answer :func:`unwritable_of` and :func:`free_of` read."""
+    return ["sh", "-c", _ROOM, "sh", path]
+
+
+def unwritable_of(res: CommandResult) -> tuple[str, str] | None:
+    """(why, the directory) where :func:`room_command`'s answer says this user cannot
+    write there; None where it can, or where the answer says nothing (nothing is refused
+    on a guess)."""
+    first = res.stdout.split("\n", 1)[0]
+    if not first.startswith("unwritable\t"):
+        return None
+    _, why, where = first.split("\t", 2)
+    return why.strip() or "not writable", where
+
+
 def require_room(executor: Executor, path: str, needed: int, *, what: str) -> None:
-    """Refuse (:class:`NoRoom`) when ``path``'s filesystem has less than ``needed``
-    bytes free, naming the path, what is free and what ``what`` needs."""
-    free = free_bytes(executor, path)
+    """Refuse when ``path`` cannot take ``what``: :class:`NotWritable` when this user cannot
+    write there (a read-only filesystem, no permission), naming the directory and the
+    system's reason; else :class:`NoRoom` when its filesystem has less than ``needed`` bytes
+    free, naming the path, what is free and what ``what`` needs. One round trip."""
+    try:
+        res = executor.run(room_command(path), timeout=30)
+    except ExecutorError:
+        return  # unknown: the writes that follow say what is wrong, if anything
+    unwritable = unwritable_of(res)
+    if unwritable is not None:
+        why, where = unwritable
+        raise NotWritable(
+            f"cannot write under {where}: {why}, so {what} cannot be made there (freeing "
+            "space would not help). Set runs_root to a directory this user can write; "
+            "nothing was submitted"
+        )
+    free = free_of(res)
     if free is not None and free < needed:
         raise NoRoom(
             f"{path} has {free / MIB:.1f} MiB free; {what} needs about {needed / MIB:.0f} MiB "

@@ -1,17 +1,20 @@
 """Submitting a sweep: its job arrays in one sbatch each, its other members one by one.
 
-An array keeps the contract of a single submit (:mod:`ddp_tui.remote.submit.submission`) for each
-of its members:
+An array is one submit for all its members, by the same protocol as a single run's
+(:mod:`ddp_tui.remote.submit.transaction`), every member's run lock held throughout:
 
 1. every member's run directory is created, complete, before anything is queued; if one
    cannot be, those made already are removed again (no job knows them yet) and nothing is
    submitted;
 2. the array's script is written to its own directory under ``<runs root>/.arrays/``;
-3. each member's ``jobs.jsonl`` gets an *intent* line naming the array's directory and the
+3. every member's lock is taken, in the order of their paths;
+4. each member's ``jobs.jsonl`` gets an *intent* line naming the array's directory and the
    member's index in it;
-4. one sbatch; then each member's attempt line records its task, ``<array job id>_<index>``.
+5. one sbatch; then each member's attempt line records its task, ``<array job id>_<index>``;
+   the locks are given back.
 
-A process killed between 3 and 4 leaves intents that the next refresh resolves: the
+A refresh meanwhile (``ddp-tui ls``, another app) finds the members locked and leaves them
+alone. A process killed between 4 and 5 leaves intents that the next refresh resolves: the
 scheduler is asked for the jobs of the array's directory, and each member adopts the task
 of its index (:func:`ddp_tui.remote.store.run_jobs.jobs_of_run`). A lost sbatch answer is
 recovered the same way, never by submitting again.
@@ -26,23 +29,18 @@ from typing import Any
 from ddp_tui.remote.backends.executor import ExecutorError
 from ddp_tui.remote.backends.job_ids import array_master, task_id
 from ddp_tui.remote.backends.scheduler import Scheduler, SchedulerError
-from ddp_tui.remote.store.history import (
-    ARRAY_DIR_KEY,
-    ARRAY_INDEX_KEY,
-    attempt_record,
-    intent_record,
-    void_record,
-)
+from ddp_tui.remote.store.journal import ARRAY_DIR_KEY, ARRAY_INDEX_KEY, attempt_record
 from ddp_tui.remote.store.runs import RunRef, RunStore, RunStoreError
 from ddp_tui.remote.submit.plan import SubmitPlan, require_ok
-from ddp_tui.remote.submit.submission import (
-    RECOVER_SUBMIT_SEC,
-    NothingQueued,
-    create_planned_run,
-    jobs_from_dir,
-    record_line,
-)
+from ddp_tui.remote.submit.submission import create_planned_run
 from ddp_tui.remote.submit.sweep_plan import ARRAY_SCRIPT, ArrayPlan, SweepPlan
+from ddp_tui.remote.submit.transaction import (
+    RECOVER_SUBMIT_SEC,
+    Member,
+    NothingQueued,
+    SubmitTransaction,
+    jobs_from_dir,
+)
 
 
 def submit_sweep(
@@ -81,42 +79,55 @@ def submit_array(
     except BaseException:
         _remove(store, refs)
         raise
-    intents = []
-    for index, ref in enumerate(refs):
-        intent = intent_record(1, None)
-        intent[ARRAY_DIR_KEY] = array.array_dir
-        intent[ARRAY_INDEX_KEY] = index
-        record_line(store, ref, intent, f"cannot record a submit of {ref.run_id}")
-        intents.append(intent)
-    try:
-        master = scheduler.submit(script_path, array.array_dir)
-    except SchedulerError as exc:
-        if isinstance(exc.__cause__, ExecutorError):
-            try:
-                master = recover_array_submit(scheduler, array, exc, recover_sec=recover_sec)
-            except NothingQueued:
-                _void(store, refs, intents)
-                raise
-        else:  # the scheduler answered: it refused the array, so nothing was queued
-            _void(store, refs, intents)
-            raise
-    failures = []
-    for index, (ref, intent) in enumerate(zip(refs, intents, strict=True)):
-        record = attempt_record(task_id(master, index), scheduler.name, None, 1)
-        record["intent"] = intent["token"]
-        record[ARRAY_DIR_KEY] = array.array_dir
-        record[ARRAY_INDEX_KEY] = index
-        try:
-            record_line(store, ref, record, "")
-        except RunStoreError:
-            failures.append(ref.run_id)  # the next refresh adopts it from the scheduler
-    if failures:
-        raise RunStoreError(
-            f"job array {master} was submitted, but {len(failures)} of its runs could not "
-            f"record their task ({', '.join(failures[:3])}); the next refresh adopts them "
-            "once their directories are writable again"
-        )
+    ArraySubmit(scheduler, store, refs, array, script_path, recover_sec=recover_sec).run()
     return refs
+
+
+class ArraySubmit(SubmitTransaction):
+    """One sbatch of a job array for all its members: task ``i`` runs member ``i``."""
+
+    #: The scheduler refused the array: nothing was queued for any member.
+    void_refused = True
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        store: RunStore,
+        refs: Sequence[RunRef],
+        array: ArrayPlan,
+        script_path: str,
+        *,
+        recover_sec: float = RECOVER_SUBMIT_SEC,
+    ) -> None:
+        super().__init__(scheduler, store, refs, fresh=True, recover_sec=recover_sec)
+        self.array = array
+        self.script_path = script_path
+
+    def submission(self) -> tuple[str, str]:
+        return self.script_path, self.array.array_dir
+
+    def member_fields(self, index: int) -> dict[str, Any]:
+        return {ARRAY_DIR_KEY: self.array.array_dir, ARRAY_INDEX_KEY: index}
+
+    def recover(self, cause: SchedulerError) -> str:
+        return recover_array_submit(self.scheduler, self.array, cause, recover_sec=self.recover_sec)
+
+    def job_of(self, answer: str, index: int) -> str:
+        return task_id(answer, index)
+
+    def attempt_line(self, job_id: str, retry_of: str | None, n: int, index: int) -> dict[str, Any]:
+        return {
+            **attempt_record(job_id, self.scheduler.name, retry_of, n),
+            **self.member_fields(index),
+        }
+
+    def unrecorded(self, answer: str, failed: Sequence[tuple[Member, str]]) -> RunStoreError:
+        names = ", ".join(m.ref.run_id for m, _ in failed[:3])
+        return RunStoreError(
+            f"job array {answer} was submitted, but {len(failed)} of its runs could not "
+            f"record their task ({names}); the next refresh adopts them once their "
+            "directories are writable again"
+        )
 
 
 def recover_array_submit(
@@ -170,11 +181,3 @@ def _remove(store: RunStore, refs: Sequence[RunRef]) -> None:
         # One that stays is listed as never submitted, and can be retried: nothing is lost.
         with contextlib.suppress(OSError, ExecutorError):
             store.executor.remove_tree(ref.path)
-
-
-def _void(store: RunStore, refs: Sequence[RunRef], intents: Sequence[dict[str, Any]]) -> None:
-    """Close the members' intents: the scheduler queued nothing for the array."""
-    for ref, intent in zip(refs, intents, strict=True):
-        # One not written is voided by the refresh, once the scheduler says it has no job.
-        with contextlib.suppress(OSError, ExecutorError):
-            store.append_job(ref, void_record(str(intent["token"])))

@@ -1,60 +1,44 @@
 """Handing a run's script to the scheduler once per intent, and recording the attempt.
 
-Every submit of a run, first or retry, runs under the run's lock
-(:mod:`ddp_tui.remote.store.run_lock`) and in this order:
-
-1. read ``jobs.jsonl`` afresh and adopt any job the scheduler has for the run directory
-   that it lacks (:mod:`ddp_tui.remote.store.run_jobs`);
-2. refuse when someone else submitted since the caller looked (``seen``), or when a job of
-   the run is still alive, naming that job;
-3. write an *intent* line: a runs root that cannot take it (read-only, full) refuses here,
-   before anything is queued;
-4. submit, then write the attempt line that answers the intent.
-
-A process killed between 3 and 4 leaves an intent that the next refresh resolves by asking
-the scheduler. If the answer to a submit is lost (the connection dropped, or sbatch timed
-out), sbatch may or may not have queued the job. Never guess and never submit twice: ask
-the scheduler which jobs were submitted from the run directory, and record the new one, or
+A first submit and every retry of a run are a :class:`SingleSubmit`: the run's own
+``job.sbatch``, submitted from its own directory, by the one submit protocol of
+:mod:`ddp_tui.remote.submit.transaction` (lock, reconcile, refuse, room, intent, submit,
+answer). If the answer to a submit is lost (the connection dropped, or sbatch timed out),
+sbatch may or may not have queued the job. Never guess and never submit twice: ask the
+scheduler which jobs were submitted from the run directory, and record the new one, or
 report that nothing was queued.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ddp_tui.remote.backends.executor import ExecutorError
 from ddp_tui.remote.backends.scheduler import Scheduler, SchedulerError
-from ddp_tui.remote.store.history import attempt_record, intent_record, split_job_lines, void_record
-from ddp_tui.remote.store.run_jobs import (
-    adopt_unrecorded,
-    close_void_intents,
-    live_jobs,
-    recorded_ids,
-)
-from ddp_tui.remote.store.run_lock import RunLock
+from ddp_tui.remote.store.journal import attempt_record
 from ddp_tui.remote.store.runs import SCRIPT_FILE, RunExists, RunRef, RunStore, RunStoreError
 from ddp_tui.remote.store.snapshot import SnapshotError
-from ddp_tui.remote.store.space import MARGIN_BYTES, require_room
 from ddp_tui.remote.submit.plan import SubmitPlan, ValidationFailed
 from ddp_tui.remote.submit.scripts import current_snapshot
+from ddp_tui.remote.submit.transaction import (
+    RECOVER_SUBMIT_SEC,
+    AttemptRefused,
+    Member,
+    NothingQueued,
+    SubmitTransaction,
+    jobs_from_dir,
+)
 from ddp_tui.spec import FieldError
 
-#: How long a submit whose answer was lost waits for the scheduler to be reachable again.
-RECOVER_SUBMIT_SEC = 60.0
-
-
-class AttemptRefused(SchedulerError):
-    """Another attempt of the run won, or is still alive; ``job_id`` names it."""
-
-    def __init__(self, message: str, job_id: str) -> None:
-        super().__init__(message)
-        self.job_id = job_id
-
-
-class NothingQueued(SchedulerError):
-    """A submit whose answer was lost did not reach the scheduler (it said so)."""
+__all__ = [
+    "RECOVER_SUBMIT_SEC",
+    "AttemptRefused",
+    "NothingQueued",
+    "SingleSubmit",
+    "create_planned_run",
+    "recover_lost_submit",
+    "submit_attempt",
+]
 
 
 def create_planned_run(store: RunStore, plan: SubmitPlan) -> RunRef:
@@ -86,6 +70,45 @@ def create_planned_run(store: RunStore, plan: SubmitPlan) -> RunRef:
         ) from None
 
 
+class SingleSubmit(SubmitTransaction):
+    """One run's own script, from its own directory: a first submit or a retry."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        store: RunStore,
+        ref: RunRef,
+        *,
+        fresh: bool = False,
+        recover_sec: float = RECOVER_SUBMIT_SEC,
+    ) -> None:
+        super().__init__(scheduler, store, [ref], fresh=fresh, recover_sec=recover_sec)
+        self.ref = ref
+
+    def submission(self) -> tuple[str, str]:
+        return self.ref.file(SCRIPT_FILE), self.ref.path
+
+    def recover(self, cause: SchedulerError) -> str:
+        known = self.members[0].known
+        return recover_lost_submit(
+            self.scheduler, self.ref, known, cause, recover_sec=self.recover_sec
+        )
+
+    def job_of(self, answer: str, index: int) -> str:
+        return answer
+
+    def attempt_line(self, job_id: str, retry_of: str | None, n: int, index: int) -> dict[str, Any]:
+        return attempt_record(job_id, self.scheduler.name, retry_of, n)
+
+    def unrecorded(self, answer: str, failed: Sequence[tuple[Member, str]]) -> RunStoreError:
+        ((m, why),) = failed
+        return RunStoreError(
+            f"job {answer} was submitted for {self.ref.run_id} but could not be recorded; the "
+            "next refresh adopts it once the run directory is writable again "
+            f"({m.journal.path}: {why})"
+        )
+
+
 def submit_attempt(
     scheduler: Scheduler,
     store: RunStore,
@@ -100,94 +123,9 @@ def submit_attempt(
     ``seen`` is how many attempts the caller saw when it decided to submit (None: whatever
     is there now). ``fresh`` marks a run directory made a moment ago by this process, which
     no scheduler can know yet: it skips asking for the run's jobs."""
-    with RunLock(store.executor, ref).held():
-        records = store.read_jobs(ref)
-        adopted = [] if fresh else _reconcile(scheduler, store, ref, records)
-        known = recorded_ids(records)
-        _refuse_if_taken(scheduler, ref, records, known, adopted, seen)
-        if not fresh:  # a new run's room was checked with its files
-            require_room(store.executor, ref.path, MARGIN_BYTES, what="another attempt")
-        retry_of = known[-1] if known else None
-        intent = intent_record(len(known) + 1, retry_of)
-        record_line(
-            store, ref, intent, f"cannot record a submit of {ref.run_id}; nothing was submitted"
-        )
-        try:
-            job_id = scheduler.submit(ref.file(SCRIPT_FILE), ref.path)
-        except SchedulerError as exc:
-            if not isinstance(exc.__cause__, ExecutorError):
-                raise  # sbatch answered: it refused the job
-            try:
-                job_id = recover_lost_submit(scheduler, ref, known, exc, recover_sec=recover_sec)
-            except NothingQueued:  # the scheduler said so: the intent came to nothing
-                store.append_job(ref, void_record(str(intent["token"])))
-                raise
-        record = attempt_record(job_id, scheduler.name, retry_of, len(known) + 1)
-        record["intent"] = intent["token"]
-        record_line(
-            store,
-            ref,
-            record,
-            f"job {job_id} was submitted for {ref.run_id} but could not be recorded; the next "
-            "refresh adopts it once the run directory is writable again",
-        )
-        return job_id
-
-
-def record_line(store: RunStore, ref: RunRef, record: Mapping[str, Any], failure: str) -> None:
-    """Append ``record`` to the run's jobs.jsonl, or raise ``failure`` with where and why."""
-    try:
-        store.append_job(ref, record)
-    except (OSError, ExecutorError) as exc:
-        why = getattr(exc, "strerror", None) or exc
-        raise RunStoreError(f"{failure} ({ref.file('jobs.jsonl')}: {why})") from exc
-
-
-def _reconcile(
-    scheduler: Scheduler, store: RunStore, ref: RunRef, records: list[dict[str, Any]]
-) -> list[str]:
-    """Adopt the run's unrecorded jobs and void its empty intents (the lock is held;
-    ``records`` gains the lines written); returns the adopted ids. Refused while an
-    unfinished submit may still queue a job."""
-    adopted = adopt_unrecorded(scheduler, store, ref, records)
-    in_flight = close_void_intents(scheduler, store, ref, records)
-    if in_flight:
-        raise SchedulerError(
-            f"a submit of {ref.run_id} by {in_flight[-1]} did not finish and may still "
-            "reach the scheduler; nothing was submitted: try again in a minute or two"
-        )
-    return adopted
-
-
-def _refuse_if_taken(
-    scheduler: Scheduler,
-    ref: RunRef,
-    records: Sequence[Mapping[str, Any]],
-    known: Sequence[str],
-    adopted: Sequence[str],
-    seen: int | None,
-) -> None:
-    """:class:`AttemptRefused` while a job of the run lives, or when the run has attempts
-    that the caller did not see when it decided."""
-    _, ends = split_job_lines(records)
-    alive = live_jobs(scheduler, [j for j in known if j not in ends])
-    if alive:
-        live = alive[-1]
-        raise AttemptRefused(
-            f"job {live.job_id} is still {live.state.value}; cancel it (c) before "
-            f"retrying {ref.run_id}; nothing was submitted",
-            live.job_id,
-        )
-    if seen is not None and len(known) > seen:
-        newest = known[-1]
-        why = (
-            f"job {newest}, queued by a submit that did not finish, was found and recorded"
-            if newest in adopted
-            else f"it was submitted by someone else meanwhile: job {newest} is its newest attempt"
-        )
-        raise AttemptRefused(
-            f"{ref.run_id}: {why}; nothing more was submitted (look, then retry again)", newest
-        )
+    submit = SingleSubmit(scheduler, store, ref, fresh=fresh, recover_sec=recover_sec)
+    (job_id,) = submit.run(seen=seen)
+    return job_id
 
 
 def recover_lost_submit(
@@ -210,30 +148,3 @@ def recover_lost_submit(
             "nothing was queued, and the run directory is kept: retry it (r)."
         ) from cause
     return found[0]
-
-
-def jobs_from_dir(
-    scheduler: Scheduler,
-    work_dir: str,
-    recorded: Sequence[str],
-    cause: SchedulerError,
-    *,
-    recover_sec: float = RECOVER_SUBMIT_SEC,
-) -> list[str]:
-    """The jobs submitted from ``work_dir`` that ``recorded`` lacks, asking the scheduler
-    until it answers or ``recover_sec`` has passed (then :class:`SchedulerError`: nothing is
-    known, and nothing may be recorded)."""
-    deadline = time.monotonic() + recover_sec
-    delay = 1.0
-    while True:
-        try:
-            return [j for j in scheduler.jobs_in_dir(work_dir) if j not in recorded]
-        except (SchedulerError, ExecutorError) as exc:
-            if time.monotonic() + delay > deadline:
-                raise SchedulerError(
-                    f"the connection was lost while submitting from {work_dir} and could "
-                    f"not be checked since ({exc}); nothing was recorded. Check `squeue` "
-                    "before retrying."
-                ) from cause
-            time.sleep(delay)
-            delay = min(delay * 2, 8.0)

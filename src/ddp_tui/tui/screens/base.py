@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from textual import on
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker
 
+from ddp_tui.tui.cluster_io import Request
+
 if TYPE_CHECKING:
-    from textual.message import Message
-
-    from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.tui.app import DdpTuiApp
-
-T = TypeVar("T")
 
 
 #: The keys that act on one run, the same wherever a run is selected (Jobs, Run detail).
@@ -39,29 +35,23 @@ class BaseScreen(Screen[Any]):
         assert isinstance(app, DdpTuiApp)
         return app
 
-    def ask(
-        self,
-        what: str,
-        call: Callable[[ClusterAPI], T],
-        reply: Callable[[T], Message],
-        *,
-        key: Hashable | None = None,
-        failed: Callable[[Exception], Message | None] | None = None,
-    ) -> bool:
-        """Ask the I/O owner to run ``call(cluster)``; ``reply(result)`` comes back to this
-        screen as a message (see :meth:`ddp_tui.tui.cluster_io.ClusterIO.ask`). False, with
-        a notification, while not connected."""
-        return self.ddp_app.ask(self, what, call, reply, key=key, failed=failed)
+    def ask(self, request: Request[Any]) -> bool:
+        """Ask the I/O owner to run ``request.call(cluster)``; ``request.reply(result)`` comes
+        back to this screen as a message (see :class:`~ddp_tui.tui.cluster_io.Request`). False,
+        with a notification, while not connected."""
+        return self.ddp_app.ask(self, request)
 
     def ask_verify(self, run_id: str) -> None:
         """Ask for a run's checklist; it comes back to this screen as ``ChecksReady``."""
         from ddp_tui.tui.messages import ChecksReady
 
         self.ask(
-            "Verify",
-            lambda cluster: cluster.verify(run_id),
-            lambda checks: ChecksReady(run_id, checks),
-            key=("verify", run_id),
+            Request(
+                "Verify",
+                lambda cluster: cluster.verify(run_id),
+                lambda checks: ChecksReady(run_id, checks),
+                key=("verify", run_id),
+            )
         )
 
     @on(Worker.StateChanged)

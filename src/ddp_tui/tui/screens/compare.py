@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Footer, Select, Static
 from textual_plotext import PlotextPlot
 
 from ddp_tui.tui.advice_panel import AdvicePanel
+from ddp_tui.tui.cluster_io import Request
 from ddp_tui.tui.formatting import describe_error, duration, metric_label, number, rate, size
 from ddp_tui.tui.header import StatusHeader
 from ddp_tui.tui.messages import AdviceReady, ComparisonReady, Notice
@@ -34,9 +35,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ddp_tui.advisor import Advice
-    from ddp_tui.outcomes import Outcomes
     from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.remote.model.views import RunView, Snapshot
+    from ddp_tui.reports.outcomes import Outcomes
 
 
 @dataclass(frozen=True)
@@ -270,18 +271,22 @@ class CompareScreen(BaseScreen):
     def ask_outcomes(self, group: str) -> None:
         """Ask for the group's outcome table: read on the I/O thread, like the comparison."""
         self.ask(
-            "Outcomes",
-            lambda cluster: cluster.outcomes(group),
-            lambda outcomes: OutcomesReady(group, outcomes),
-            key="outcomes",  # only the newest matters
+            Request(
+                "Outcomes",
+                lambda cluster: cluster.outcomes(group),
+                lambda outcomes: OutcomesReady(group, outcomes),
+                key="outcomes",  # only the newest matters
+            )
         )
 
     def compute(self, group: str) -> None:
         self.ask(
-            "Compare",
-            lambda cluster: cluster.compare(group),
-            lambda frame: ComparisonReady(group, frame),
-            key="compare",  # only the newest comparison matters
+            Request(
+                "Compare",
+                lambda cluster: cluster.compare(group),
+                lambda frame: ComparisonReady(group, frame),
+                key="compare",  # only the newest comparison matters
+            )
         )
 
     def ask_advice(self, group: str) -> None:
@@ -295,11 +300,13 @@ class CompareScreen(BaseScreen):
 
         self.query_one(AdvicePanel).show_waiting()
         self.ask(
-            "Advise",
-            advise,
-            lambda answer: AdviceReady(group, *answer),
-            key="advise",  # only the newest advice matters
-            failed=lambda error: AdviceReady(group, None, error=describe_error(error)),
+            Request(
+                "Advise",
+                advise,
+                lambda answer: AdviceReady(group, *answer),
+                key="advise",  # only the newest advice matters
+                failed=lambda error: AdviceReady(group, None, error=describe_error(error)),
+            )
         )
 
     @on(AdviceReady)
@@ -375,7 +382,7 @@ class CompareScreen(BaseScreen):
         self._sort()
 
     def _sort(self) -> None:
-        from ddp_tui.outcomes import sort_outcomes
+        from ddp_tui.reports.outcomes import sort_outcomes
 
         if self.outcomes is None:
             return
@@ -387,7 +394,7 @@ class CompareScreen(BaseScreen):
         self._draw_overlay()
 
     def _fill_outcomes(self) -> None:
-        from ddp_tui.outcomes import total_hours_text
+        from ddp_tui.reports.outcomes import total_hours_text
         from ddp_tui.tui.outcomes_table import outcome_columns, outcome_rows, sort_arrow
 
         shown = self.shown
@@ -491,7 +498,9 @@ class CompareScreen(BaseScreen):
 
     def export(self, group: str) -> None:
         self.ask(
-            "Export",
-            lambda cluster: cluster.export_comparison(group),
-            lambda paths: Notice("Exported " + ", ".join(paths), title="Comparison"),
+            Request(
+                "Export",
+                lambda cluster: cluster.export_comparison(group),
+                lambda paths: Notice("Exported " + ", ".join(paths), title="Comparison"),
+            )
         )

@@ -24,6 +24,7 @@ from ddp_tui.remote.submit.prequeue import (
     switch_python_check,
 )
 from ddp_tui.spec import ExperimentSpec, FieldError, check_form, convert_form, merge_errors
+from ddp_tui.tui.cluster_io import Request
 from ddp_tui.tui.form import (
     CUSTOM,
     FORM_SECTIONS,
@@ -301,7 +302,7 @@ class ComposeScreen(BaseScreen):
 
         # A newer preview replaces a queued one, but not one that carries a switch.
         switched = recheck or skip is not None
-        self.ask("Preview", plan, reply, key=None if switched else "preview")
+        self.ask(Request("Preview", plan, reply, key=None if switched else "preview"))
 
     @on(PreviewReady)
     def _preview_ready(self, message: PreviewReady) -> None:
@@ -363,7 +364,7 @@ class ComposeScreen(BaseScreen):
         self._launching = what
         # A plan is submitted at most once: whatever happens, the next submit plans afresh.
         self._plan = self._plan_form = None
-        if not self.ask(what, make, lambda runs: Submitted(runs, done), failed=_refused):
+        if not self.ask(Request(what, make, lambda runs: Submitted(runs, done), failed=_refused)):
             self._launch_ended()
 
     def _launch_ended(self) -> None:
@@ -420,10 +421,12 @@ class ComposeScreen(BaseScreen):
         def chosen(path: str | None) -> None:
             if path:
                 self.ask(
-                    "Save script",
-                    lambda cluster: _save_script(plan or cluster.plan(spec), path),
-                    lambda saved: Notice(f"Saved the script to {saved}"),
-                    failed=_refused,
+                    Request(
+                        "Save script",
+                        lambda cluster: _save_script(plan or cluster.plan(spec), path),
+                        lambda saved: Notice(f"Saved the script to {saved}"),
+                        failed=_refused,
+                    )
                 )
 
         self.app.push_screen(

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, ProgressBar, Static, TabbedConten
 from textual_plotext import PlotextPlot
 
 from ddp_tui.remote.backends.states import JobState
-from ddp_tui.tui.cluster_io import FOLLOW_INTERVAL
+from ddp_tui.tui.cluster_io import FOLLOW_INTERVAL, Request
 from ddp_tui.tui.diagnosis_panel import (
     LAST_LINES,
     DiagnosisPanel,
@@ -230,10 +230,12 @@ class DetailScreen(BaseScreen):
         self.panel.diagnosed_job = run.job_id if run is not None else None
         self.panel.diagnosis = None
         self.panel.diagnosing = self.ask(
-            "Diagnose",
-            lambda cluster: cluster.diagnose(run_id),
-            lambda diagnosis: DiagnosisReady(run_id, diagnosis),
-            key=("diagnose", run_id),
+            Request(
+                "Diagnose",
+                lambda cluster: cluster.diagnose(run_id),
+                lambda diagnosis: DiagnosisReady(run_id, diagnosis),
+                key=("diagnose", run_id),
+            )
         )
         self._draw_panel()
 
@@ -437,10 +439,12 @@ class DetailScreen(BaseScreen):
         demand only: it runs the controller's backfill simulation)."""
         run_id = self.run_id
         self.panel.asking = self.ask(
-            "Estimated start",
-            lambda cluster: cluster.estimated_start(run_id),
-            lambda estimate: EstimateReady(run_id, estimate),
-            key=("estimate", run_id),
+            Request(
+                "Estimated start",
+                lambda cluster: cluster.estimated_start(run_id),
+                lambda estimate: EstimateReady(run_id, estimate),
+                key=("estimate", run_id),
+            )
         )
         self._draw_panel()
 
@@ -452,10 +456,12 @@ class DetailScreen(BaseScreen):
         :meth:`_shell_planned` picks a node if the job has several, and opens it."""
         run_id, chosen = self.run_id, node is not None
         self.ask(
-            "Shell",
-            lambda cluster: cluster.shell_command(run_id, node),
-            lambda plan: ShellPlanned(plan, chosen),
-            key=("shell", run_id),
+            Request(
+                "Shell",
+                lambda cluster: cluster.shell_command(run_id, node),
+                lambda plan: ShellPlanned(plan, chosen),
+                key=("shell", run_id),
+            )
         )
 
     @on(ShellPlanned)
@@ -474,10 +480,12 @@ class DetailScreen(BaseScreen):
         """Every rank's stack (docs/stacks.md), taken on the I/O thread, then shown."""
         run_id = self.run_id
         self.ask(
-            "Stacks",
-            lambda cluster: cluster.stacks(run_id),
-            StacksReady,
-            key=("stacks", run_id),
+            Request(
+                "Stacks",
+                lambda cluster: cluster.stacks(run_id),
+                StacksReady,
+                key=("stacks", run_id),
+            )
         )
 
     @on(StacksReady)

@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.reactive import var
 from textual.widgets import Footer, Input, Static
 
+from ddp_tui.tui.cluster_io import Request
 from ddp_tui.tui.header import StatusHeader
 from ddp_tui.tui.job_groups import RunGroup, group_row_key, job_lines
 from ddp_tui.tui.jobs_table import COLUMNS, JobsTable, group_hour_totals, row_values, run_matches
@@ -289,7 +290,7 @@ class JobsScreen(BaseScreen):
 
         def answered(confirmed: bool | None) -> None:
             if confirmed:
-                self.ask(what, call, ActionDone)  # the app notifies and refreshes
+                self.ask(Request(what, call, ActionDone))  # the app notifies and refreshes
 
         self.app.push_screen(ConfirmModal(question, yes=yes, no="Keep"), answered)
 

@@ -1,26 +1,49 @@
-"""What ``ddp-tui resources RUN`` prints: a run's resource telemetry as a table, JSON or CSV.
-
-Apart from ``cli.py`` for length only: ``cli.py`` parses the arguments, finds the run and
-prints what this returns.
-"""
+"""``ddp-tui resources RUN``: a run's resource telemetry (GPU and host memory, utilisation:
+peak, average, mode) as a table, JSON or CSV."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import dataclasses
 import io
+from typing import TYPE_CHECKING
 
-from ddp_tui.resources import (
-    RESOURCE_TABLE_HEADER,
-    ResourceSummary,
-    attempts_text,
-    empty_reason,
-    resources_table,
-)
-from ddp_tui.text import strict_json
+from ddp_tui.cli.lookup import add_run_argument, resolve_run
+
+if TYPE_CHECKING:
+    from ddp_tui.remote.cluster import Cluster
+    from ddp_tui.resources import ResourceSummary
 
 #: Columns of RESOURCE_TABLE_HEADER that hold text (left-aligned); the rest are numbers.
 _TEXT_COLUMNS = 3
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+    """``resources``'s parser."""
+    res = sub.add_parser(
+        name, help="a run's GPU and host memory and utilisation: peak, average, mode"
+    )
+    add_run_argument(res)
+    res_fmt = res.add_mutually_exclusive_group()
+    res_fmt.add_argument("--json", action="store_true", help="print the summary as JSON")
+    res_fmt.add_argument("--csv", action="store_true", help="print the table as CSV")
+
+
+def run(cluster: Cluster, args: argparse.Namespace) -> int:
+    """Print the run's resource summary in the format asked for."""
+    view = resolve_run(cluster, args.run)
+    fmt = "json" if args.json else "csv" if args.csv else "table"
+    text = resources_text(
+        cluster.resources(view.run_id),
+        run_id=view.run_id,
+        job_id=view.job_id,
+        state=view.state.value,
+        telemetry_sec=view.spec.telemetry_sec,
+        fmt=fmt,
+    )
+    print(text, end="")
+    return 0
 
 
 def aligned(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
@@ -49,6 +72,14 @@ def resources_text(
 
     ``state`` is the run's JobState value: with no samples, it says why there are none.
     """
+    from ddp_tui.reports.text import strict_json
+    from ddp_tui.resources import (
+        RESOURCE_TABLE_HEADER,
+        attempts_text,
+        empty_reason,
+        resources_table,
+    )
+
     reason = empty_reason(telemetry_sec=telemetry_sec, state=state, summary=summary)
     if fmt == "json":
         doc = {"run_id": run_id, "state": state, "empty_reason": reason}

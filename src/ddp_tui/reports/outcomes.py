@@ -5,7 +5,7 @@ A group is any set of runs submitted together (a size sweep, a sweep over any fi
 runs given one group by hand). Its outcome table has one row per run: first the spec
 fields whose values differ between the runs (:func:`differing_fields`), then the outcomes
 (:data:`OUTCOME_COLUMNS`): the final and the best value of the group's validation metric,
-the epochs done, the wall time, the GPU-hours (:mod:`ddp_tui.usage`) and the throughput.
+the epochs done, the wall time, the GPU-hours (:mod:`ddp_tui.reports.usage`) and the throughput.
 The best run by the metric is marked; :func:`sort_outcomes` orders by any column.
 :func:`run_diff` sets two runs side by side.
 
@@ -25,10 +25,10 @@ from typing import Any, Final
 import pandas as pd
 
 from ddp_tui.jobfiles import METRICS_COLUMNS
-from ddp_tui.results import RunData, epoch_rows, summarize, to_markdown
+from ddp_tui.reports.results import RunData, epoch_rows, summarize, to_markdown
+from ddp_tui.reports.usage import as_spec, hours_unit, resource_hours
 from ddp_tui.spec import FIELDS, SCALE_FIELDS, ExperimentSpec
 from ddp_tui.spec.vocabulary import LABEL_FIELDS
-from ddp_tui.usage import as_spec, hours_unit, resource_hours
 
 #: The outcome columns of :attr:`Outcomes.frame`, after the differing fields.
 OUTCOME_COLUMNS: Final = (

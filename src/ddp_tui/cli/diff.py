@@ -1,37 +1,50 @@
-"""``ddp-tui diff RUN_A RUN_B``: its parser and its output.
+"""``ddp-tui diff RUN_A RUN_B``: two runs side by side, as Markdown tables or JSON.
 
-Apart from ``cli.py`` for length only: ``cli.py`` finds the two runs (ids, prefixes or job
-ids) and prints what :func:`diff_text` returns for the facade's
-:class:`~ddp_tui.outcomes.RunDiff`. Imported only when the command runs: the diff is pandas.
+The two runs are found by id, prefix or job id, and the facade's
+:class:`~ddp_tui.reports.outcomes.RunDiff` is printed as :func:`diff_text` says. pandas is
+imported only when the command runs: the diff is a data frame.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import TYPE_CHECKING, Any
 
-from ddp_tui.text import strict_json
+from ddp_tui.cli.lookup import RUN_HELP, resolve_run
+from ddp_tui.reports.text import strict_json
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ddp_tui.outcomes import RunDiff
+    from ddp_tui.remote.cluster import Cluster
+    from ddp_tui.reports.outcomes import RunDiff
 
 #: The per-epoch columns the text shows (the JSON has every column either run wrote).
 _EPOCH_COLUMNS = ("train_loss",)
 
 
-def add_diff_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The ``diff`` subcommand's parser."""
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+    """``diff``'s parser."""
     d = sub.add_parser(
-        "diff",
+        name,
         help="two runs side by side: the spec fields that differ, their outcomes, and "
         "their validation metric per epoch",
     )
-    d.add_argument("run_a", help="run id, a unique prefix of one, or a job id")
+    d.add_argument("run_a", help=RUN_HELP)
     d.add_argument("run_b", help="the other run, the same way")
     d.add_argument("--json", action="store_true", help="print the diff as JSON")
+
+
+def run(cluster: Cluster, args: argparse.Namespace) -> int:
+    """Print the diff of the two runs (exit 2 when both name the same run)."""
+    a, b = resolve_run(cluster, args.run_a), resolve_run(cluster, args.run_b)
+    if a.run_id == b.run_id:
+        print(f"ddp-tui: diff needs two different runs: both name {a.run_id}", file=sys.stderr)
+        return 2
+    print(diff_text(cluster.diff(a.run_id, b.run_id), as_json=args.json), end="")
+    return 0
 
 
 def diff_text(diff: RunDiff, *, as_json: bool = False) -> str:
@@ -75,8 +88,8 @@ def _better(diff: RunDiff, name: str, a: Any, b: Any) -> str:
 def _markdown(diff: RunDiff) -> str:
     import pandas as pd
 
-    from ddp_tui.outcomes import hours_column, value_text
-    from ddp_tui.results import to_markdown
+    from ddp_tui.reports.outcomes import hours_column, value_text
+    from ddp_tui.reports.results import to_markdown
 
     out = [f"A: {diff.run_a}", f"B: {diff.run_b}", ""]
     if diff.fields:

@@ -42,7 +42,9 @@ from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.model.events import GROUP_FINISHED, RUN_END, RUN_STALLED, NotifyEvent
 from ddp_tui.remote.model.view_building import latest_job_id
 from ddp_tui.remote.model.views import RunView
-from ddp_tui.remote.store.runs import RunInfo
+from ddp_tui.remote.observe.attempt_states import AttemptStates
+from ddp_tui.remote.runs.reactions import Seen
+from ddp_tui.remote.store.runs import RunInfo, RunStore
 
 #: Ends recorded longer ago than this are history, never sent (a first start over years of
 #: runs, a laptop back from a week away).
@@ -412,3 +414,24 @@ def _safe(job_id: str) -> str:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class NotifyEvents:
+    """Reaction 5: claim the events this refresh shows (the ends just recorded count, though
+    the listing shows their lines only from the next refresh); the claimed ones go into the
+    snapshot, for the app or the CLI to deliver."""
+
+    def __init__(self, notifier: Notifier, states: AttemptStates, store: RunStore) -> None:
+        self.notifier = notifier
+        self.states = states
+        self.store = store
+
+    def __call__(self, seen: Seen) -> str | None:
+        seen.events, error = self.notifier.after_refresh(
+            seen.infos,
+            seen.views,
+            self.states.just_recorded,
+            scope=self.states.identity,
+            complete=not self.store.unread,
+        )
+        return error

@@ -1,4 +1,4 @@
-"""``ddp-tui watch [RUN|GROUP]``, and the CLI's delivery of notification events.
+"""``ddp-tui watch [RUN|GROUP]``: follow runs until they end, notify, exit with the worst end.
 
 ``watch`` follows runs without the app: every active run with no argument, one run, or
 every run of a group. It prints each state change, delivers the notification events it
@@ -12,29 +12,22 @@ the worst end among them:
 - 3: none failed, but one was CANCELLED or PREEMPTED (not requeued);
 - 2: a usage error (no such run), as for every command; 130: interrupted (Ctrl-C).
 
-Every other CLI command that refreshes claims events only when the profile has a
-``notify_command`` (it has no screen to show them), runs it for each, and waits for those
-commands (bounded) before it exits (:func:`finish_notifications`). See
-docs/notifications.md.
+Every other command delivers what it claimed through :mod:`ddp_tui.cli.notifications`
+too. See docs/notifications.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, TextIO
 
-from ddp_tui.errors import DdpTuiError
-from ddp_tui.notify_delivery import NotifyCommand, event_sequence
-from ddp_tui.remote.model.events import NotifyEvent
+from ddp_tui.cli.lookup import resolve_run
+from ddp_tui.cli.notifications import CliNotifications, now_text
 
 if TYPE_CHECKING:
-    from ddp_tui.config import Profile
     from ddp_tui.remote.cluster import Cluster
     from ddp_tui.remote.model.views import RunView
 
@@ -46,10 +39,10 @@ EXIT_INTERRUPTED = 130
 _CANCEL_STATES = frozenset({"CANCELLED", "PREEMPTED"})
 
 
-def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The ``watch`` subcommand's parser."""
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+    """``watch``'s parser."""
     w = sub.add_parser(
-        "watch",
+        name,
         help="follow runs without the app until they end, notifying each end (exit 0: all "
         "completed, 1: one failed, 3: one cancelled)",
         description="Follow runs until they have all ended: every active run, one run (id, "
@@ -71,6 +64,13 @@ def add_watch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
 
 
+def run(cluster: Cluster, args: argparse.Namespace) -> int:
+    """Follow the runs until they end; the worst end as the exit status."""
+    return watch(
+        cluster, args.target, resolve=lambda key: resolve_run(cluster, key), interval=args.interval
+    )
+
+
 def exit_status(states: Sequence[str]) -> int:
     """The worst end among ``states`` as watch's exit status (see the module's text)."""
     if any(s != "COMPLETED" and s not in _CANCEL_STATES for s in states):
@@ -78,64 +78,6 @@ def exit_status(states: Sequence[str]) -> int:
     if any(s in _CANCEL_STATES for s in states):
         return EXIT_CANCELLED
     return EXIT_COMPLETED
-
-
-class CliNotifications:
-    """Delivers the events a CLI process claimed: notify_command, and for watch a line and
-    a desktop notification on its terminal."""
-
-    def __init__(
-        self, profile: Profile, *, out: TextIO | None = None, err: TextIO | None = None
-    ) -> None:
-        self.out = out  # None: print nothing (a command whose stdout is its own output)
-        self.err = err or sys.stderr
-        self.mode = profile.desktop_notify
-        self.command = NotifyCommand(profile.notify_command, on_error=self._failed)
-        self.desktop = out is not None and _isatty(out)
-
-    def deliver(self, events: Sequence[NotifyEvent]) -> None:
-        for event in events:
-            self.command.send(event)
-            if self.out is None:
-                continue
-            print(
-                f"{_now()}  notify: {event.title.removeprefix('ddp-tui: ')}"
-                f"{' · ' + event.body if event.body else ''}",
-                file=self.out,
-            )
-            seq = event_sequence(event, self.mode, os.environ) if self.desktop else None
-            if seq is not None:
-                self.out.write(seq)
-            self.out.flush()
-
-    def wait(self) -> None:
-        if not self.command.wait():
-            print("ddp-tui: notify_command still running; not waiting for it", file=self.err)
-
-    def _failed(self, error: str) -> None:
-        print(f"ddp-tui: {error}", file=self.err)
-
-
-def prepare_notifications(cluster: Cluster, command: str) -> None:
-    """A command with no screen claims events only where it can deliver them: watch always,
-    any other only with a notify_command (else the app, or watch, shows them)."""
-    if command != "watch":
-        cluster.notifier.enabled = bool(cluster.profile.notify_command.strip())
-
-
-def finish_notifications(cluster: Cluster) -> None:
-    """Deliver what this command claimed and wait for the commands (bounded). Never raises:
-    it runs on the way out of every command."""
-    if not cluster.notifier.enabled:
-        return
-    try:
-        events = cluster.take_events(final=True)
-    except DdpTuiError:
-        return
-    if events:
-        delivery = CliNotifications(cluster.profile)
-        delivery.deliver(events)
-        delivery.wait()
 
 
 def watch(
@@ -162,14 +104,14 @@ def watch(
     try:
         while True:
             if snap.error:
-                print(f"{_now()}  warning: {snap.error}", file=out)
+                print(f"{now_text()}  warning: {snap.error}", file=out)
             views = [v for v in snap.runs if v.run_id in followed]
             for v in views:
                 now = (v.state_label, v.reason_label)
                 if shown.get(v.run_id) != now:
                     shown[v.run_id] = now
                     reason = f"  {v.reason_label}" if v.reason_label else ""
-                    print(f"{_now()}  {v.run_id}  {v.state_label}{reason}", file=out)
+                    print(f"{now_text()}  {v.run_id}  {v.state_label}{reason}", file=out)
             out.flush()
             delivery.deliver(cluster.take_events())
             if len(views) == len(followed) and all(_ended(v) for v in views):
@@ -200,13 +142,3 @@ def _targets(
 
 def _ended(view: RunView) -> bool:
     return view.job_id is not None and view.state.is_terminal
-
-
-def _isatty(stream: TextIO) -> bool:
-    with contextlib.suppress(AttributeError, ValueError, OSError):
-        return stream.isatty()
-    return False
-
-
-def _now() -> str:
-    return datetime.now().strftime("%H:%M:%S")

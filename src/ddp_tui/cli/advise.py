@@ -1,8 +1,8 @@
-"""``ddp-tui advise GROUP``'s own options (``--threshold``, ``--deadline``) and its output.
+"""``ddp-tui advise GROUP``: scaling advice for a group (docs/advisor.md); its own options
+(``--threshold``, ``--deadline``) and its output.
 
-Apart from ``cli.py`` for length only: ``cli.py`` builds the parser, finds the group and
-prints what :func:`advice_text` returns. The option parsers raise argparse's error type, so
-a bad value is reported as ``argument --threshold: ...`` with what is allowed (exit 2).
+The option parsers raise argparse's error type, so a bad value is reported as
+``argument --threshold: ...`` with what is allowed (exit 2).
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import math
 import re
 from typing import TYPE_CHECKING, Final
 
+from ddp_tui.cli.lookup import GROUP_HELP, resolve_group
+from ddp_tui.reports.text import strict_json
 from ddp_tui.spec.timefmt import parse_time_limit_seconds
-from ddp_tui.text import strict_json
 
 if TYPE_CHECKING:
     from ddp_tui.advisor import Advice
+    from ddp_tui.remote.cluster import Cluster
 
 THRESHOLD_HELP: Final = "a fraction above 0 and at most 1, or a percentage: 0.8 or 80%"
 DEADLINE_HELP: Final = (
@@ -54,14 +56,14 @@ def parse_deadline(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{DEADLINE_HELP}, got {text!r}") from None
 
 
-def add_advise_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The ``advise`` subcommand's parser."""
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+    """``advise``'s parser."""
     ad = sub.add_parser(
-        "advise",
+        name,
         help="scaling advice for a group: why efficiency drops, what each size would cost, "
         "which size to run",
     )
-    ad.add_argument("group", help="group key, or a run in the group")
+    ad.add_argument("group", help=GROUP_HELP)
     ad.add_argument("--json", action="store_true", help="print the advice as JSON")
     ad.add_argument(
         "--threshold",
@@ -76,6 +78,14 @@ def add_advise_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=None,
         help="the whole training must end within this: " + DEADLINE_HELP + " (default: none)",
     )
+
+
+def run(cluster: Cluster, args: argparse.Namespace) -> int:
+    """Print the advice for the group."""
+    group = resolve_group(cluster, args.group)
+    advice = cluster.advise(group, threshold=args.threshold, deadline_sec=args.deadline)
+    print(advice_text(advice, as_json=args.json), end="")
+    return 0
 
 
 def advice_text(advice: Advice, *, as_json: bool) -> str:

@@ -1,0 +1,85 @@
+"""Planning a submit: the spec checked once (itself, then against the cluster), a run id
+allocated, and the job script rendered once for that run's directory.
+
+The policy lives here: a Slurm cluster whose sinfo does not answer can still be submitted to
+(sbatch has the last word), with a warning that its checks were skipped; the job's python and
+data root are checked on the cluster only when sinfo answered (else this may be a preview of
+a Slurm script where there is no Slurm); a user's script is found, and its project
+snapshotted, only once its own fields are right.
+"""
+
+from __future__ import annotations
+
+from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import Executor, ExecutorError
+from ddp_tui.remote.backends.scheduler import PartitionInfo, Scheduler, SchedulerError
+from ddp_tui.remote.backends.scheduler_facts import SchedulerFacts
+from ddp_tui.remote.store.runs import RunStore, new_run_id
+from ddp_tui.remote.submit.plan import SubmitPlan, make_plan, plan_spec, spec_errors
+from ddp_tui.remote.submit.prequeue import prequeue_errors
+from ddp_tui.remote.submit.scripts import prepare_script
+from ddp_tui.spec import ExperimentSpec
+
+#: A user's script's own fields: while one is wrong, the script is not looked for.
+SCRIPT_FIELDS = frozenset({"script", "project_dir", "code_mode", "snapshot_max_mb"})
+
+
+class Planner:
+    """Plans submits for one cluster and profile."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        scheduler: Scheduler,
+        store: RunStore,
+        facts: SchedulerFacts,
+        *,
+        profile: Profile,
+        location: str,
+    ) -> None:
+        self.executor = executor
+        self.scheduler = scheduler
+        self.store = store
+        self.facts = facts
+        self.profile = profile
+        self.location = location
+
+    def plan(
+        self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None
+    ) -> SubmitPlan:
+        """What submitting ``spec`` will do. ``kind="preflight"`` plans a collective test
+        of the same shape."""
+        spec, group = plan_spec(spec, kind, group)
+        warnings: list[str] = []
+        try:
+            parts: list[PartitionInfo] | None = self.facts.partitions()
+        except (SchedulerError, ExecutorError) as exc:
+            parts = None  # the cluster-aware pass needs sinfo; self-checks still apply
+            if self.scheduler.name == "slurm":
+                warnings.append(
+                    "partition, GPUs per node and time limit were not checked against the "
+                    f"cluster: sinfo did not answer ({' '.join(str(exc).split())})"
+                )
+        errors = spec_errors(spec, self.scheduler.name, parts)
+        if parts is not None:
+            errors += prequeue_errors(
+                self.executor, spec, self.profile, where=self.location, kind=kind, known=errors
+            )
+        snapshot = None
+        wrong = {e.field for e in errors}
+        if kind == "train" and spec.entry == "script" and not wrong & SCRIPT_FIELDS:
+            prep = prepare_script(spec, self.executor)
+            spec, snapshot = prep.spec, prep.snapshot
+            errors += prep.errors
+            warnings += prep.warnings
+        ref = self.store.ref(new_run_id(spec.name))
+        return make_plan(
+            spec,
+            kind,
+            group,
+            errors,
+            run_id=ref.run_id,
+            run_dir=ref.path,
+            warnings=warnings,
+            snapshot=snapshot,
+        )
