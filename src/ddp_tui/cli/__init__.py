@@ -20,7 +20,19 @@ they share: :mod:`~ddp_tui.cli.connection` (the profile and the cluster the opti
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ddp_tui.cli.entry import main
-from ddp_tui.cli.subcommands import build_parser
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``ddp-tui``'s whole parser (:func:`ddp_tui.cli.subcommands.build_parser`). Built on
+    demand: plain ``ddp-tui`` starts the app without every subcommand's options."""
+    from ddp_tui.cli.subcommands import build_parser as build
+
+    return build()

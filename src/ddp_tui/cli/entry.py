@@ -46,11 +46,37 @@ def _stdout_to_devnull() -> None:
         os.close(devnull)
 
 
+#: The options plain ``ddp-tui`` (the app) takes, each with its value.
+APP_OPTIONS = ("--profile", "--host", "--runs-root", "--scheduler")
+
+
+def plain_app(words: Sequence[str]) -> bool:
+    """Whether ``words`` start the app: nothing but the connection options, each with a
+    value. Then no subcommand's parser is built: the app's first paint does not wait for
+    the spec's options (the full parser answers anything else, errors included)."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name, eq, _ = word.partition("=")
+        if name not in APP_OPTIONS:
+            return False
+        i += 1 if eq else 2
+    return i == len(words)
+
+
 def _main(argv: Sequence[str] | None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if plain_app(words):
+        from ddp_tui.cli.app import run_app
+        from ddp_tui.cli.connection import add_connection_options
+
+        app_parser = argparse.ArgumentParser(prog="ddp-tui")
+        add_connection_options(app_parser)
+        return run_app(app_parser.parse_args(words))
     from ddp_tui.cli.script_command import SPEC_COMMANDS, attach_word_values, script_form
     from ddp_tui.cli.subcommands import SUBCOMMANDS, build_parser
 
-    words = attach_word_values(sys.argv[1:] if argv is None else argv)
+    words = attach_word_values(words)
     args = build_parser().parse_args(words)
     if args.command is None:
         from ddp_tui.cli.app import run_app

@@ -3,7 +3,7 @@ of them on the one object the app holds.
 
 The app and its screens are typed against these protocols, not against
 :class:`~ddp_tui.remote.cluster.Cluster`, so that the snapshot tests' fakes
-(``tests/tui/fakes.py``) are checked by mypy to offer the same calls (see
+(``tests/tui/fakes/``) are checked by mypy to offer the same calls (see
 docs/architecture.md).
 """
 

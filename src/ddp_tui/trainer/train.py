@@ -13,8 +13,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -75,6 +74,7 @@ from .metrics import (
 )
 from .models import build_model, check_model_name, has_conv, training_flops_per_sample
 from .optim import build_optimizer, build_scheduler, scaled_lr
+from .precision import autocast_factory, resolve_precision
 from .run_info import Heartbeater, RunInfo, state_dict_sha256, utc_now, versions
 from .signals import StopSignal, clear_requeue_request, signal_name, write_requeue_request
 from .timing import ComputeTimer
@@ -100,25 +100,6 @@ class EpochSums:
     # Exposed communication, unclamped (docs/step-breakdown.md); a default, so that older
     # checkpoints still load.
     comm_raw: float = 0.0
-
-
-def resolve_precision(requested: str, device: torch.device) -> str:
-    """``auto`` is bf16 on GPUs that support it, else off."""
-    if requested != "auto":
-        return requested
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return "bf16"
-    return "off"
-
-
-def autocast_factory(
-    precision: str, device: torch.device
-) -> Callable[[], AbstractContextManager[Any]]:
-    """A factory of autocast contexts for ``precision`` (a no-op context for ``off``)."""
-    if precision == "off":
-        return nullcontext
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return lambda: torch.autocast(device_type=device.type, dtype=dtype)
 
 
 class Trainer:

@@ -99,7 +99,10 @@ class DdpTuiApp(App[None]):
         return JobsScreen()
 
     def on_mount(self) -> None:
-        self.connect()
+        # After the first frame: the connect worker imports the whole facade (job templates,
+        # ssh, the diagnosis rules), and a thread importing holds the GIL the first paint
+        # needs. The frame is on the terminal first; the connection starts one frame later.
+        self.call_after_refresh(self.connect)
 
     # -- connecting and polling --------------------------------------------------
 

@@ -56,13 +56,20 @@ def age(seconds: float) -> str:
     return f"{int(seconds // 3600)}h"
 
 
+def _as_float(value: object) -> float | None:
+    """``value`` as a float; None when it is missing or not a number (a CSV's stray text)."""
+    if value is None:
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
 def number(value: float | None, digits: int = 4) -> str:
     """A metric with ``digits`` significant digits; ``-`` when missing or not finite."""
+    value = _as_float(value)
     if value is None:
-        return "-"
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
         return "-"
     if not math.isfinite(value):
         return "-" if math.isnan(value) else ("inf" if value > 0 else "-inf")
@@ -71,13 +78,8 @@ def number(value: float | None, digits: int = 4) -> str:
 
 def rate(value: float | None) -> str:
     """Samples per second, compact: ``950/s``, ``12.3k/s``, ``1.2M/s``."""
-    if value is None:
-        return "-"
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return "-"
-    if not math.isfinite(value):
+    value = _as_float(value)
+    if value is None or not math.isfinite(value):
         return "-"
     for limit, suffix in ((1e6, "M"), (1e3, "k")):
         if abs(value) >= limit:

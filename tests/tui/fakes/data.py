@@ -1,13 +1,5 @@
-"""A fake cluster facade, used ONLY by the snapshot tests.
-
-Snapshot tests need screens in fixed, deterministic states (a run at exactly epoch
-3/10, a failed run, a finished sweep) that a real scheduler cannot produce on demand
-and to the same pixel every time. Every story test (submit, follow, cancel, retry)
-uses the real ``Cluster`` against the real local scheduler or real Slurm instead.
-
-``FakeCluster`` offers the facade's calls (:class:`ddp_tui.remote.api.ClusterAPI`, checked
-by mypy below) and returns fixed data; the spec checks and the submit plans are the real
-ones (``ddp_tui.remote.submit.plan``, ``ddp_tui.spec``, ``sbatch_templates``).
+"""The fixed data the fakes answer with, and that the tests check the screens against: runs in
+every main state, a diagnosis, a stall, metrics, telemetry, a sweep's advice and an outcome grid.
 """
 
 from __future__ import annotations
@@ -15,8 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-
-import pandas as pd
 
 from ddp_tui.advisor import (
     Advice,
@@ -31,26 +21,13 @@ from ddp_tui.advisor import (
 )
 from ddp_tui.diagnosis import Diagnosis, Evidence
 from ddp_tui.diagnosis.stall import Heartbeat, SilentRank, Stall
-from ddp_tui.remote.api import ClusterAPI
 from ddp_tui.remote.backends.states import JobState
-from ddp_tui.remote.groups.group_control import GroupRetry, retry_group
-from ddp_tui.remote.live.shells import ShellPlan
-from ddp_tui.remote.live.stacks import StacksTaken
-from ddp_tui.remote.model.views import Attempt, Check, Progress, RunDetail, RunView, Snapshot
-from ddp_tui.remote.submit import sweep_plan
-from ddp_tui.remote.submit.plan import (
-    SubmitPlan,
-    ValidationFailed,
-    make_plan,
-    plan_spec,
-    require_ok,
-    spec_errors,
-)
-from ddp_tui.reports.outcomes import Member, Outcomes, RunDiff, outcome_table, run_diff
-from ddp_tui.spec import ExperimentSpec, PartitionInfo, Sweep
+from ddp_tui.remote.model.views import Attempt, Progress, RunView
+from ddp_tui.reports.outcomes import Member
+from ddp_tui.spec import ExperimentSpec, PartitionInfo
 
 if TYPE_CHECKING:
-    from ddp_tui.resources import ResourceSummary, ResourceView
+    from ddp_tui.resources import ResourceView
 
 NOW = 1_700_000_000.0
 #: The runs root of the fake's plans (each plan's run directory is under it).
@@ -82,7 +59,8 @@ BASE = ExperimentSpec(
 )
 
 
-def _attempt(job_id: str, attempt: int = 1, retry_of: str | None = None) -> Attempt:
+def fixed_attempt(job_id: str, attempt: int = 1, retry_of: str | None = None) -> Attempt:
+    """Attempt ``attempt`` of a run, as job ``job_id`` (the retry of ``retry_of``)."""
     return Attempt(job_id, "slurm", "2023-11-14T22:00:00+00:00", retry_of, attempt)
 
 
@@ -99,7 +77,7 @@ def sample_runs() -> list[RunView]:
             spec=BASE.replace(
                 name="mnist-cnn", model="simple_cnn", dataset="mnist", nodes=2, gpus_per_node=2
             ),
-            attempts=(_attempt("1042"),),
+            attempts=(fixed_attempt("1042"),),
             state=JobState.RUNNING,
             elapsed_sec=754.0,
             epochs_done=3,
@@ -122,7 +100,7 @@ def sample_runs() -> list[RunView]:
             group=None,
             created_at="2023-11-14T22:10:00+00:00",
             spec=BASE.replace(name="queued", nodes=3),
-            attempts=(_attempt("1041"),),
+            attempts=(fixed_attempt("1041"),),
             state=JobState.PENDING,
             reason="Resources",
             epochs_total=10,
@@ -134,7 +112,7 @@ def sample_runs() -> list[RunView]:
             group=None,
             created_at="2023-11-14T22:05:00+00:00",
             spec=BASE.replace(name="broken"),
-            attempts=(_attempt("1039"), _attempt("1040", 2, "1039")),
+            attempts=(fixed_attempt("1039"), fixed_attempt("1040", 2, "1039")),
             state=JobState.FAILED,
             elapsed_sec=61.0,
             epochs_done=1,
@@ -157,7 +135,7 @@ def sample_runs() -> list[RunView]:
                 group="9f2c4e1a7b3d5f60",
                 created_at=f"2023-11-14T22:00:{index}0+00:00",
                 spec=sweep.replace(name=f"sweep-{nodes}x{gpus}", nodes=nodes, gpus_per_node=gpus),
-                attempts=(_attempt(f"103{index}"),),
+                attempts=(fixed_attempt(f"103{index}"),),
                 state=JobState.COMPLETED,
                 elapsed_sec=300.0 + 60 * index,
                 epochs_done=10,
@@ -179,7 +157,7 @@ def sample_runs() -> list[RunView]:
             group=None,
             created_at="2023-11-14T21:50:00+00:00",
             spec=BASE.replace(name="old"),
-            attempts=(_attempt("1001"),),
+            attempts=(fixed_attempt("1001"),),
             state=JobState.CANCELLED,
             elapsed_sec=12.0,
             epochs_total=10,
@@ -389,272 +367,3 @@ def sample_members(group: str = "g") -> list[Member]:
         spec = BASE.replace(name=f"grid-{i}", lr=lr, batch_per_gpu=batch).to_dict()
         out.append(Member(RunData(run_id, spec, rows, group=group), 600.0 + 60 * i, "COMPLETED"))
     return out
-
-
-class FakeCluster:
-    """Fixed data in the facade's shape (see the module docstring: snapshot tests only)."""
-
-    location = "Slurm on this host"
-
-    def __init__(
-        self,
-        runs: Sequence[RunView] | None = None,
-        *,
-        connection: str = "ok",
-        error: str | None = None,
-        diagnosis: Diagnosis | None = None,
-        estimate: str = "",
-        err_lines: Sequence[str] = ("[W] gloo: using loopback",),
-        heartbeats: Sequence[Heartbeat] = (),
-        stall: Stall | None = None,
-        telemetry: ResourceView | None = None,
-        comparison: pd.DataFrame | None = None,
-        advice: Advice | Exception | None = None,
-    ) -> None:
-        self.runs = list(sample_runs() if runs is None else runs)
-        self.connection = connection
-        self.error = error
-        self.diagnosis = diagnosis  # what diagnose() answers for every run
-        self.estimate = estimate
-        self.err_lines = list(err_lines)
-        self.heartbeats = list(heartbeats)
-        self.stall = stall  # what follow() says of every run
-        self.telemetry = telemetry  # what follow() says of every run's telemetry
-        self.comparison = comparison  # what compare() answers (None: a fixed sweep)
-        self.advice = advice  # what advise() answers or raises (None: the fixed sweep's)
-        self.calls: list[tuple[str, Any]] = []
-        self._followed: set[str] = set()
-
-    def partitions(self) -> list[PartitionInfo]:
-        return list(PARTITIONS)
-
-    def default_spec(self) -> ExperimentSpec:
-        return BASE
-
-    @property
-    def scheduler_name(self) -> str:
-        return "slurm"
-
-    def plan(
-        self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None
-    ) -> SubmitPlan:
-        spec, group = plan_spec(spec, kind, group)
-        errors = spec_errors(spec, "slurm", PARTITIONS)
-        run_id = f"RUN_ID-{spec.name}"  # fixed, so that the preview is the same every time
-        run_dir = f"/home/user/ddp-tui-runs/{run_id}"
-        return make_plan(spec, kind, group, errors, run_id=run_id, run_dir=run_dir)
-
-    def plan_sweep(
-        self, spec: ExperimentSpec, sweep: Sweep, *, max_concurrent: int | None = None
-    ) -> sweep_plan.SweepPlan:
-        self.calls.append(("sweep", (spec, sweep, max_concurrent)))
-        return sweep_plan.plan_sweep(
-            lambda member, group: self.plan(member, group=group),
-            spec,
-            sweep,
-            scheduler="slurm",
-            runs_root=RUNS_ROOT,
-            max_concurrent=max_concurrent,
-        )
-
-    def refresh(self, follow: str | None = None) -> Snapshot:
-        return Snapshot(
-            taken_at=NOW,
-            runs=tuple(self.runs),
-            location=self.location,
-            scheduler_version="slurm 22.05.8",
-            connection=self.connection,
-            error=self.error,
-        )
-
-    def restart_follow(self, run_id: str) -> None:
-        self.calls.append(("restart_follow", run_id))
-        self._followed.discard(run_id)
-
-    def follow(self, run_id: str) -> RunDetail:
-        if run_id in self._followed:
-            return RunDetail(
-                run_id, metrics=sample_metrics(), stall=self.stall, resources=self.telemetry
-            )
-        self._followed.add(run_id)
-        out = [f"epoch 1 step {i * 50}/400 loss {1.5 - i * 0.1:.3f}" for i in range(1, 9)]
-        out += ["epoch 1 done: train_loss 1.5 val_acc 0.67", "\x1b[32mcheckpoint saved\x1b[0m"]
-        return RunDetail(
-            run_id,
-            out_lines=out,
-            err_lines=list(self.err_lines),
-            metrics=sample_metrics(),
-            progress=Progress(
-                epoch=4, step=120, steps_per_epoch=400, loss=0.31, samples_per_sec=12000.0
-            ),
-            run_json={"hosts": ["n1", "n2"], "world_size": 4, "backend": "gloo"},
-            heartbeats=list(self.heartbeats),
-            stall=self.stall,
-            resources=self.telemetry,
-        )
-
-    def submit(self, plan: SubmitPlan) -> RunView:
-        if not plan.ok:
-            raise ValidationFailed(plan.errors)
-        self.calls.append(("preflight" if plan.kind == "preflight" else "submit", plan.spec))
-        run = replace(
-            self.runs[0],
-            run_id="20231114-223000-new-ffff",
-            name=plan.spec.name,
-            spec=plan.spec,
-            state=JobState.PENDING,
-            attempts=(_attempt("1050"),),
-        )
-        self.runs.insert(0, run)
-        return run
-
-    def submit_sweep(self, plan: sweep_plan.SweepPlan) -> list[RunView]:
-        require_ok(plan.plans)
-        # One row for the whole sweep, as the screens need no more.
-        return [self.submit(plan.plans[0])] if plan.plans else []
-
-    def cancel(self, run_id: str) -> list[str]:
-        self.calls.append(("cancel", run_id))
-        self.runs = [
-            replace(r, state=JobState.CANCELLED) if r.run_id == run_id else r for r in self.runs
-        ]
-        return [next(r.job_id or "" for r in self.runs if r.run_id == run_id)]
-
-    def retry(self, run_id: str, *, seen: int | None = None) -> RunView:
-        self.calls.append(("retry", run_id))
-        return next(r for r in self.runs if r.run_id == run_id)
-
-    def cancel_group(self, group: str) -> list[str]:
-        self.calls.append(("cancel_group", group))
-        live = [r for r in self.runs if r.group == group and r.state.is_active]
-        self.runs = [replace(r, state=JobState.CANCELLED) if r in live else r for r in self.runs]
-        return [r.job_id or "" for r in live]
-
-    def retry_group(self, group: str) -> GroupRetry:
-        self.calls.append(("retry_group", group))
-        members = [(r.run_id, r.state) for r in self.runs if r.group == group]
-        return retry_group(members, self.retry)  # the real choice of which runs to retry
-
-    def verify(self, run_id: str) -> list[Check]:
-        return [
-            Check("nodes", True, "2 hosts: n1, n2 (asked 2)"),
-            Check("world size", True, "4 ranks (2 nodes x 2)"),
-            Check("backend", True, "gloo"),
-            Check("every epoch", None, "3 of 10 so far"),
-        ]
-
-    def diagnose(self, run_id: str) -> Diagnosis | None:
-        self.calls.append(("diagnose", run_id))
-        return self.diagnosis
-
-    def estimated_start(self, run_id: str) -> str:
-        self.calls.append(("estimated_start", run_id))
-        return self.estimate
-
-    def resources(self, run_id: str) -> ResourceSummary:
-        from ddp_tui.resources import summarize_samples
-
-        self.calls.append(("resources", run_id))
-        return self.telemetry.summary if self.telemetry else summarize_samples([])
-
-    def stacks(self, run_id: str, *, timeout: float = 8.0, py_spy: str = "auto") -> StacksTaken:
-        """Two ranks' stacks as faulthandler writes them (a fake: no job runs here)."""
-        from ddp_tui.diagnosis.stacks import parse_process
-        from ddp_tui.diagnosis.stuck import RankProgress, stuck_ranks
-
-        self.calls.append(("stacks", run_id))
-        dump = 'Current thread 0x1 (most recent call first):\n  File "{}", line {} in {}\n'
-        ranks = [
-            parse_process(
-                {"rank": 0, "host": "n1", "pid": 11},
-                "ok",
-                "faulthandler",
-                dump.format(
-                    "/site-packages/torch/distributed/distributed_c10d.py", 2501, "all_reduce"
-                ),
-            ),
-            parse_process(
-                {"rank": 1, "host": "n2", "pid": 12},
-                "ok",
-                "faulthandler",
-                dump.format("/home/u/train.py", 12, "slow_step"),
-            ),
-        ]
-        progress = [RankProgress(0, "n1", 1, 4, 1000.0), RankProgress(1, "n2", 1, 3, 990.0)]
-        stuck = stuck_ranks(progress, ranks, now=1045.0)
-        return StacksTaken(
-            run_id,
-            "1234",
-            "2026-01-02T03:04:05.000Z",
-            0.4,
-            tuple(ranks),
-            tuple(stuck),
-            ("stacks/20260102T030405.000Z.json",),
-        )
-
-    def shell_command(self, run_id: str, node: str | None = None) -> ShellPlan:
-        self.calls.append(("shell_command", (run_id, node)))
-        view = next(v for v in self.runs if v.run_id == run_id)
-        nodes = view.hosts or ("n1",)
-        host = node or nodes[0]
-        where = f"node {host} of job {view.job_id}"
-        argv = ("true",)
-        return ShellPlan(run_id, view.job_id or "", argv, None, where, host, nodes, view.run_dir)
-
-    def open_shell(self, plan: ShellPlan) -> int:
-        self.calls.append(("open_shell", plan))
-        return 0
-
-    def compare(self, group: str) -> pd.DataFrame:
-        if self.comparison is not None:
-            return self.comparison
-        frame = pd.DataFrame(
-            {
-                "run_id": ["a", "b", "c"],
-                "nodes": [1, 1, 2],
-                "gpus_per_node": [1, 2, 2],
-                "world_size": [1, 2, 4],
-                "global_batch": [128, 256, 512],
-                "throughput": [1000.0, 1800.0, 3300.0],
-                "epoch_time": [50.0, 27.8, 15.2],
-                "speedup": [1.0, 1.8, 3.3],
-                "ideal_speedup": [1.0, 2.0, 4.0],
-                "efficiency": [1.0, 0.9, 0.825],
-                "final_val_metric": [0.93, 0.931, 0.929],
-                "peak_mem_mib": [None, None, None],
-            }
-        ).set_index("run_id")
-        frame["peak_mem_mib"] = frame["peak_mem_mib"].astype("float64")
-        frame.attrs["val_metric"] = "val_acc"
-        frame.attrs["baseline"] = "a"
-        return frame
-
-    def advise(
-        self, group: str, *, threshold: float | None = None, deadline_sec: float | None = None
-    ) -> Advice:
-        self.calls.append(("advise", group))
-        if isinstance(self.advice, Exception):
-            raise self.advice
-        return self.advice or sample_advice(group)
-
-    def outcomes(self, group: str) -> Outcomes:
-        self.calls.append(("outcomes", group))
-        return outcome_table(group, sample_members(group))
-
-    def diff(self, run_a: str, run_b: str) -> RunDiff:
-        self.calls.append(("diff", (run_a, run_b)))
-        members = {m.run.run_id: m for m in sample_members()}
-        return run_diff(members[run_a], members[run_b])
-
-    def export_comparison(self, group: str) -> list[str]:
-        return [
-            f"/runs/comparisons/{group}/comparison.md",
-            f"/runs/comparisons/{group}/comparison.csv",
-        ]
-
-    def close(self) -> None:
-        self.calls.append(("close", None))
-
-
-def _conforms(fake: FakeCluster) -> ClusterAPI:
-    return fake  # mypy checks here that FakeCluster offers every call the app makes
