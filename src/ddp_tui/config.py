@@ -39,10 +39,14 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ddp_tui.errors import DdpTuiError
-from ddp_tui.spec import ExperimentSpec, FieldError, validate
+
+if TYPE_CHECKING:
+    # Imported where used: the default profile (no config file) starts the app without the
+    # spec package, which the connect worker loads after the first paint.
+    from ddp_tui.spec import ExperimentSpec, FieldError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -407,6 +411,8 @@ def _parse_profile(name: str, table: Mapping[str, Any], path: Path, text: str) -
                 line=_key_line(text, tname, key),
             )
     # Profile values end up in job scripts: hold them to the spec's rules now, not at submit.
+    from ddp_tui.spec import validate
+
     problems = [e for e in validate(default_spec(profile)) if e.field in _SPEC_FIELDS]
     if problems:
         first: FieldError = problems[0]
@@ -511,6 +517,8 @@ def default_spec(profile: Profile, *, scheduler: str | None = None) -> Experimen
     when known; it picks the device when the profile does not (the local scheduler: cpu/gloo)."""
     kind = scheduler or profile.scheduler
     device = profile.device or ("cpu" if kind == "local" else "cuda")
+    from ddp_tui.spec import ExperimentSpec
+
     spec = ExperimentSpec(
         python=profile.python,
         env_setup=profile.env_setup,

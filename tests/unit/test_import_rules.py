@@ -67,6 +67,27 @@ def test_app_entry_point_never_imports_torch(module: str) -> None:
     assert "torchvision" not in tops
 
 
+#: What plain ``ddp-tui`` imports before its first frame: the command line's app path, the
+#: app, its first screen and the profiles.
+FIRST_FRAME = (
+    "ddp_tui.cli.entry, ddp_tui.cli.app, ddp_tui.tui.app, ddp_tui.tui.screens.jobs, ddp_tui.config"
+)
+
+
+def test_the_first_frame_waits_for_neither_the_spec_nor_the_cluster_layer() -> None:
+    """The jobs screen paints before the connect worker imports the facade: the spec package,
+    the read model, the job templates and the subcommands' parsers come after (startup is
+    benchmarked in benchmarks/bench_tui.py; this holds the imports that make it so)."""
+    loaded = _modules_after_import(FIRST_FRAME)
+    late = sorted(
+        m
+        for m in loaded
+        if m.startswith(("ddp_tui.spec", "ddp_tui.remote.model.views", "ddp_tui.remote.cluster"))
+        or m in {"ddp_tui.cli.subcommands", "jinja2", "paramiko", "pandas"}
+    )
+    assert late == [], f"imported before the first frame: {late}"
+
+
 def test_trainer_imports_nothing_else_from_ddp_tui() -> None:
     """Static check over every trainer module (it is copied into each run dir with only
     ``ddp_tui.jobfiles``, the run files it shares with a script's wrapper)."""

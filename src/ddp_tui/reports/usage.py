@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ddp_tui.spec import ExperimentSpec, SpecError
+if TYPE_CHECKING:
+    from ddp_tui.spec import ExperimentSpec
 
 HoursUnit = Literal["GPU", "CPU"]
 #: The units, in the order a mixed group names them ("GPU/CPU").
@@ -33,6 +34,11 @@ def as_spec(spec: Mapping[str, Any] | ExperimentSpec) -> ExperimentSpec:
     """``spec`` as an :class:`ExperimentSpec`: a ``spec.json`` mapping is read leniently, a
     field of the wrong type (another version wrote it) taking its default, so that one odd
     field costs that field and not the whole run's row."""
+    from ddp_tui.spec import (  # not at import: the jobs screen's first paint
+        ExperimentSpec,
+        SpecError,
+    )
+
     if isinstance(spec, ExperimentSpec):
         return spec
     data = dict(spec)

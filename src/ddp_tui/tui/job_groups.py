@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ddp_tui.remote.backends.states import COUNT_ORDER, JobState
-from ddp_tui.remote.groups.group_control import RETRY_STATES
-from ddp_tui.remote.model.views import RunView
+from ddp_tui.remote.backends.states import COUNT_ORDER, RETRY_STATES, JobState
+
+if TYPE_CHECKING:
+    # Types only: the jobs screen paints its first frame before the read model (and the spec
+    # under it) is imported, by the connect worker.
+    from ddp_tui.remote.model.views import RunView
 
 #: Row keys of group rows start with this; run ids never do (they start with a timestamp).
 GROUP_ROW_PREFIX = "group:"

@@ -5,14 +5,26 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ddp_tui.errors import DdpTuiError
 from ddp_tui.remote.backends.executor import CommandResult
 from ddp_tui.remote.backends.states import JobState
 
-# A cluster fact the spec is checked against, so the domain defines it; the interface below
-# returns it, so it stays importable from here.
-from ddp_tui.spec.partitions import PartitionInfo as PartitionInfo
+if TYPE_CHECKING:
+    # A cluster fact the spec is checked against, so the domain defines it; the interface
+    # below returns it, so it stays importable from here (:func:`__getattr__`).
+    from ddp_tui.spec.partitions import PartitionInfo as PartitionInfo
+
+
+def __getattr__(name: str) -> object:
+    """``PartitionInfo``, imported when first asked for: a module that only reads job states
+    (the app's first screen) does not pay for the spec package."""
+    if name == "PartitionInfo":
+        from ddp_tui.spec.partitions import PartitionInfo
+
+        return PartitionInfo
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class SchedulerError(DdpTuiError):

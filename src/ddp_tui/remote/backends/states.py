@@ -52,6 +52,8 @@ TERMINAL_STATES = frozenset(
         JobState.LOST,
     }
 )
+#: The ends a retry of a group submits again: every end but success (the run did not finish).
+RETRY_STATES = TERMINAL_STATES - {JobState.COMPLETED}
 ACTIVE_STATES = frozenset(
     {
         JobState.PENDING,

@@ -16,13 +16,10 @@ from dataclasses import dataclass
 
 from ddp_tui.remote.backends.job_ids import array_master
 from ddp_tui.remote.backends.scheduler import Scheduler, SchedulerError
-from ddp_tui.remote.backends.states import TERMINAL_STATES, JobState
+from ddp_tui.remote.backends.states import RETRY_STATES, JobState
 from ddp_tui.remote.store.journal import recorded_ids
 from ddp_tui.remote.store.run_jobs import statuses
 from ddp_tui.remote.store.runs import RunInfo
-
-#: The ends a group retry submits again: every end but success (the run did not finish).
-RETRY_STATES = TERMINAL_STATES - {JobState.COMPLETED}
 
 
 @dataclass(frozen=True)
