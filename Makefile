@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast durations check lint layers format typecheck bench clean install \
+.PHONY: run test test-fast durations check lint layers format typecheck bench bench-quick bench-report clean install \
 	install-test-deps gpu-check gpu-wheels
 
 $(STAMP): pyproject.toml constraints.txt
@@ -34,7 +34,7 @@ install-test-deps:
 # Two workers (pytest-xdist) on the two cores. Every test of the real Slurm cluster and sshd
 # runs on one of them, in one group; the rest is shared out by file, longest first by
 # tests/durations.json (tests/suite/groups.py).
-PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
+PARALLEL := -n 3 --dist loadgroup --no-loadscope-reorder
 
 # pytest exits 5 when it collected nothing; that is a failure of the suite, not success,
 # but it must not hide behind a generic error either: say it plainly.
@@ -73,19 +73,24 @@ typecheck: $(STAMP)
 
 check: lint layers typecheck test
 
+# Every benchmarks/bench_*.py in full (about an hour here: bench_clean_exit's 200 torchrun runs
+# take 20 minutes, bench_observe's 7, bench_telemetry's 5 to 7), each timed; each writes
+# benchmarks/results/<name>.json, which `make bench-report` prints as one table. Every one also
+# runs in a quick mode in the suite (tests/benchmarks/test_quick_modes.py).
 bench: $(STAMP)
-	$(PY) benchmarks/bench_trainer.py
-	$(PY) benchmarks/bench_refresh.py
-	$(PY) benchmarks/bench_diagnosis.py
-	$(PY) benchmarks/bench_script_metrics.py
-	$(PY) benchmarks/bench_observe.py      # 20 torchrun runs: about 7 minutes
-	$(PY) benchmarks/bench_telemetry.py   # 18 torchrun runs: 5 to 7 minutes
-	$(PY) benchmarks/bench_snapshot.py
-	$(PY) benchmarks/bench_submit.py
-	$(PY) benchmarks/bench_tui.py
-	$(PY) benchmarks/bench_metrics.py     # a 100,000-row metrics.csv against 100 rows: 3 to 5 minutes
-	$(PY) benchmarks/bench_remote.py
-	$(PY) benchmarks/bench_clean_exit.py   # 100 + 100 torchrun runs: about 20 minutes
+	@rc=0; for f in benchmarks/bench_*.py; do \
+	  start=$$(date +%s); $(PY) $$f || { echo "$$f FAILED"; rc=1; }; \
+	  echo "== $$f: $$(( $$(date +%s) - start )) s"; \
+	done; exit $$rc
+
+bench-quick: $(STAMP)
+	@rc=0; for f in benchmarks/bench_*.py; do \
+	  start=$$(date +%s); $(PY) $$f --quick > /dev/null || { echo "$$f FAILED"; rc=1; }; \
+	  echo "== $$f --quick: $$(( $$(date +%s) - start )) s"; \
+	done; exit $$rc
+
+bench-report:
+	@$(PYTHON) benchmarks/record.py
 
 # The GPU check (benchmarks/gpu_check.py, about 5 minutes on one GPU): `make gpu-wheels` here, with
 # the registries, downloads the app's packages for the GPU machine's Python into .gpu-wheels/;

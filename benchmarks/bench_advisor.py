@@ -13,6 +13,10 @@ machine runs no more than 2 honest processes): issue 22 asks for it within +-30 
 
     python benchmarks/bench_advisor.py
     python benchmarks/bench_advisor.py --rounds 3 --steps 40 --epochs 4
+    python benchmarks/bench_advisor.py --quick   # 1 round of 4 steps x 2 epochs (needs torch)
+
+A full run writes benchmarks/results/advisor.json; a quick run prints the same lines and
+writes nothing (its few steps say nothing of the error).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from tests.helpers.advisor_sweep import SIZES, open_local, submit_sweep, wait_en
 
 from ddp_tui.advisor import Advice  # noqa: E402
 from ddp_tui.advisor.inputs import PARTS  # noqa: E402
+from record import Record, add_quick_option  # noqa: E402
 
 _SHORT = {"compute_sec": "compute", "data_sec": "data", "comm_sec": "comm", "other_sec": "other"}
 
@@ -50,9 +55,9 @@ def one_round(steps: int, epochs: int) -> tuple[Advice, float]:
             cluster.close()
 
 
-def report(advice: Advice) -> dict[int, float]:
-    """Print the round's rows; the backtest error by measured size."""
-    errors: dict[int, float] = {}
+def report(advice: Advice) -> dict[int, tuple[float, float]]:
+    """Print the round's rows; by measured size, the backtest error and the measured time."""
+    errors: dict[int, tuple[float, float]] = {}
     for n in SIZES:
         size = advice.size(n)
         if size is None or size.measured is None:
@@ -71,7 +76,7 @@ def report(advice: Advice) -> dict[int, float]:
             f"backtest error {err_text}  |  {shares}"
         )
         if err is not None:
-            errors[n] = err
+            errors[n] = (err, measured)
     four = advice.size(4)
     if four is not None and four.predicted is not None:
         p = four.predicted
@@ -90,18 +95,27 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--steps", type=int, default=30, help="steps per epoch (default 30)")
     parser.add_argument("--epochs", type=int, default=4, help="epochs; the first is warm-up")
+    add_quick_option(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.steps, args.epochs = 1, 4, 2
+    record = Record("advisor", quick=args.quick)
     print(
         f"ResNet-18, 3x32x32 synthetic, CPU gloo, batch 32 per process, {args.steps} steps x "
         f"{args.epochs} epochs, sizes {SIZES} + a preflight at 2; {args.rounds} round(s)"
     )
     by_size: dict[int, list[float]] = {n: [] for n in SIZES}
+    measured: dict[int, list[float]] = {n: [] for n in SIZES}
+    walls: list[float] = []
     for i in range(args.rounds):
         advice, wall = one_round(args.steps, args.epochs)
+        walls.append(wall)
         print(f"round {i + 1} ({wall:.0f} s of jobs):")
-        for n, err in report(advice).items():
+        for n, (err, epoch) in report(advice).items():
             by_size[n].append(err)
+            measured[n].append(epoch)
     print("summary:")
+    work = f"{args.steps} steps x {args.epochs} epochs"
     for n, errs in by_size.items():
         if errs:
             worst = max(errs, key=abs)
@@ -109,6 +123,27 @@ def main() -> None:
                 f"  size {n}: median backtest error {statistics.median(errs):+.1%}, "
                 f"worst {worst:+.1%} over {len(errs)} round(s)"
             )
+            record.figure(
+                f"size {n}: backtest error, median of rounds",
+                statistics.median(errs) * 100,
+                None,
+                unit="%",
+                note=f"worst {worst:+.1%} over {len(errs)} round(s); {work}"
+                + ("; issue 22: within +-30 %" if n == 2 else ""),
+            )
+            # The prediction beside what the size measured, round by round (ratio 1 + error).
+            predicted = [m * (1 + e) for m, e in zip(measured[n], errs, strict=True)]
+            record.figure(
+                f"size {n}: predicted steady epoch time, against the measured one",
+                statistics.median(predicted),
+                statistics.median(measured[n]),
+                unit="s",
+                note=f"medians of {len(errs)} round(s); leave-one-out; {work}",
+            )
+    record.figure(
+        "one sweep's jobs, wall time", statistics.median(walls), None, unit="s", note=work
+    )
+    record.save()
 
 
 if __name__ == "__main__":

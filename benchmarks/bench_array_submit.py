@@ -14,6 +14,11 @@ ratio separate / array, pair by pair.
 
     python benchmarks/bench_array_submit.py
     python benchmarks/bench_array_submit.py --members 200 --rounds 3
+    python benchmarks/bench_array_submit.py --quick   # 5 members, 1 round: seconds
+
+A full run writes benchmarks/results/array_submit.json; a quick run prints the same lines and
+writes nothing. Run by a test that holds the cluster (a pytest session's ``slurm_cluster``),
+it uses that cluster as it is (bench_remote.slurm_test_cluster).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from ddp_tui.remote.backends.slurm import SlurmScheduler  # noqa: E402
 from ddp_tui.remote.cluster import Cluster  # noqa: E402
 from ddp_tui.remote.store.runs import RunStore  # noqa: E402
 from ddp_tui.spec import ExperimentSpec, sweep_from_options  # noqa: E402
+from record import Record, add_quick_option  # noqa: E402
 
 #: The Slurm tools whose calls are counted.
 TOOLS = ("sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol")
@@ -127,9 +133,15 @@ def one_side(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--members", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--members", type=int, default=None, help="200; 5 with --quick")
+    parser.add_argument("--rounds", type=int, default=None, help="3; 1 with --quick")
+    add_quick_option(parser)
     args = parser.parse_args()
+    if args.members is None:
+        args.members = 5 if args.quick else 200
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
+    record = Record("array_submit", quick=args.quick)
     times: dict[str, list[float]] = {"separate": [], "array": []}
     in_sbatch: dict[str, list[float]] = {"separate": [], "array": []}
     calls: dict[str, tuple[Counter[str], Counter[str]]] = {}
@@ -157,6 +169,14 @@ def main() -> int:
             f"the next refresh: {slurm_refresh} Slurm calls "
             f"({dict(refresh_calls)})"
         )
+        record.figure(f"{kind}: sbatch calls of the submit", submit_calls["sbatch"], unit="calls")
+        record.figure(
+            f"{kind}: Slurm calls of the next refresh",
+            slurm_refresh,
+            2,
+            unit="calls",
+            note="reference: the budget (squeue and sacct)",
+        )
     for what, series in (("submit", times), ("sbatch alone", in_sbatch)):
         ratios = [s / a for s, a in zip(series["separate"], series["array"], strict=True)]
         geo = math.exp(statistics.fmean(math.log(x) for x in ratios))
@@ -164,6 +184,15 @@ def main() -> int:
             f"  {what}: separate / array, pair by pair: {', '.join(f'{x:.2f}' for x in ratios)}"
             f" (median {statistics.median(ratios):.2f}, geometric mean {geo:.2f})"
         )
+        record.figure(
+            f"{what}: {args.members} separate sbatch against one array (median)",
+            statistics.median(series["separate"]),
+            statistics.median(series["array"]),
+            unit="s",
+            note=f"{args.rounds} rounds; pair by pair: median {statistics.median(ratios):.2f}, "
+            f"geometric mean {geo:.2f}",
+        )
+    record.save()
     return 0
 
 

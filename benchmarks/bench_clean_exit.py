@@ -15,6 +15,10 @@ signal, another exit code, or the per-run timeout. Target: 0 non-zero trainer ru
 
     python benchmarks/bench_clean_exit.py                 # 100 repeats of both
     python benchmarks/bench_clean_exit.py --runs 20 --trainer-only
+    python benchmarks/bench_clean_exit.py --quick         # 1 repeat of both
+
+A quick run exits 0 when a run fails by a signal or its timeout (the teardown abort this
+counts), non-zero when one fails with an exit code or leaves its work unfinished (a broken run).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from record import Record, add_quick_option
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -263,11 +269,15 @@ def summary(outcomes: list[Outcome], sides: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--runs", type=int, default=100, help="repeats (each side once per repeat)")
+    p.add_argument(
+        "--runs", type=int, default=None, help="repeats, each side once per repeat (default 100)"
+    )
     only = p.add_mutually_exclusive_group()
     only.add_argument("--trainer-only", action="store_true", help="skip the plain loop")
     only.add_argument("--plain-only", action="store_true", help="skip the trainer")
-    p.add_argument("--timeout", type=float, default=180.0, help="seconds per torchrun run")
+    p.add_argument(
+        "--timeout", type=float, default=None, help="seconds per torchrun run (default 180)"
+    )
     p.add_argument("--show-failures", type=int, default=2, help="output tails to print")
     p.add_argument(
         "--src",
@@ -275,11 +285,18 @@ def main(argv: list[str] | None = None) -> int:
         default=SRC,
         help="the src directory whose trainer runs (e.g. an older commit's, for a before/after)",
     )
+    add_quick_option(p)
     cfg = p.parse_args(argv)
+    # --quick: one repeat of each side; a timeout that keeps both runs, hung, inside a minute.
+    if cfg.runs is None:
+        cfg.runs = 1 if cfg.quick else 100
+    if cfg.timeout is None:
+        cfg.timeout = 25.0 if cfg.quick else 180.0
     if cfg.runs < 1:
         p.error(f"argument --runs: must be at least 1, got {cfg.runs}")
     sides = ["trainer"] * (not cfg.plain_only) + ["plain"] * (not cfg.trainer_only)
 
+    record = Record("clean_exit", quick=cfg.quick)
     outcomes: list[Outcome] = []
     shown = 0
     print(
@@ -319,6 +336,24 @@ def main(argv: list[str] | None = None) -> int:
     if len(sides) == 2:
         ratio = f"{bad['trainer'] / bad['plain']:.3f}" if bad["plain"] else "n/a (plain: 0)"
         print(f"failure ratio trainer/plain: {ratio}  (target: trainer 0)")
+    for side in sides:
+        reference = bad["plain"] if side == "trainer" and "plain" in bad else None
+        record.figure(
+            f"{side} runs that failed",
+            bad[side],
+            reference,
+            unit="runs",
+            note=f"of {cfg.runs}"
+            + ("; reference: the plain loop's; target 0" if side == "trainer" else ""),
+        )
+        times = sorted(o.seconds for o in outcomes if o.side == side)
+        record.figure(f"{side} run, median time", times[len(times) // 2], unit="s")
+    record.save()
+    if cfg.quick:
+        # A quick run proves the benchmark runs: a failure by a signal or the timeout is what it
+        # counts (the teardown abort), one with an exit code or unfinished work is a broken run.
+        broken = [o for o in outcomes if o.kind.startswith("exit")]
+        return 1 if broken else 0
     return 0 if cfg.plain_only or bad.get("trainer", 0) == 0 else 1
 
 

@@ -17,6 +17,10 @@ The Slurm answers are canned (a fake: no test cluster holds these jobs); the run
 directories and logs are real files read through the local executor.
 
     .venv/bin/python benchmarks/bench_diagnosis.py [--runs 1000] [--repeat 5]
+    .venv/bin/python benchmarks/bench_diagnosis.py --quick   # 20 runs, 20 jobs, once: seconds
+
+A full run writes benchmarks/results/diagnosis.json; a quick run prints the same lines and
+writes nothing.
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from ddp_tui.diagnosis import LogTail, RunFacts, classify
 from ddp_tui.remote.backends.executor import Batch, BatchResult
 from ddp_tui.remote.backends.slurm import SlurmScheduler
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.store.runs import RunStore
+from ddp_tui.remote.store.runs import RUN_ID_RE, RunStore
 from ddp_tui.spec import ExperimentSpec
+from record import Record, add_quick_option
 
 TRACE = 'Traceback (most recent call last):\n  File "/w/code/ddp_tui/trainer/__main__.py", line 5\n'
 ENDINGS: list[tuple[str, int | None, str]] = [
@@ -118,9 +123,10 @@ def open_cluster(root: Path, ex: CannedSlurm, profile: Profile) -> Cluster:
 
 
 def naive(root: Path) -> int:
-    """Read both logs whole and classify: what a tool without tails does."""
+    """Read both logs whole and classify: what a tool without tails does (run directories
+    only: the names the store's listing takes for runs, ``RUN_ID_RE``)."""
     n = 0
-    for d in sorted(root.iterdir()):
+    for d in sorted(p for p in root.iterdir() if RUN_ID_RE.match(p.name)):
         jobs = [json.loads(x) for x in (d / "jobs.jsonl").read_text().splitlines()]
         end, job = jobs[-1], jobs[-1]["job_id"]
         tails = [
@@ -132,7 +138,7 @@ def naive(root: Path) -> int:
     return n
 
 
-def part1(runs: int, repeat: int) -> None:
+def part1(runs: int, repeat: int, record: Record) -> None:
     first, stored, whole, per_bytes = [], [], [], []
     recognised = 0
     for _ in range(repeat):
@@ -170,15 +176,40 @@ def part1(runs: int, repeat: int) -> None:
         f"  log bytes read per run: {statistics.median(per_bytes) / 1024:.1f} KiB "
         f"(at most 2 x 64 KiB); diagnosed {recognised}/{runs}"
     )
+    note = f"{runs} ended runs, median of {repeat}"
+    record.figure(
+        "first refresh, diagnosing from tails, against the refresh with diagnoses stored",
+        f,
+        s,
+        unit="s",
+        note=note,
+    )
+    record.figure(
+        "first refresh, diagnosing from tails, against a naive whole-log diagnosis",
+        f,
+        w,
+        unit="s",
+        note=note,
+    )
+    record.figure("first refresh per run", f / runs * 1e3, None, unit="ms", note=note)
+    record.figure(
+        "log bytes read per run",
+        statistics.median(per_bytes) / 1024,
+        None,
+        unit="KiB",
+        note="at most 2 x 64 KiB",
+    )
+    record.figure("runs diagnosed", recognised, runs, unit="runs", note="of the ended runs")
 
 
-def part2(active: int, repeat: int) -> None:
+def part2(active: int, repeat: int, record: Record) -> None:
     print(f"part 2: {active} running jobs, calls per refresh")
     with tempfile.TemporaryDirectory(prefix="bench-stall-") as tmp:
         root = Path(tmp) / "runs"
         from bench_refresh import make_store
 
         make_store(root, active)
+        seen: dict[str, tuple[int, int, float]] = {}
         for label, minutes in (("stall rule off", 0.0), ("stall rule on ", 10.0)):
             ex = CannedSlurm(active, set(range(1, active + 1)), set())
             cluster = open_cluster(root, ex, replace(Profile(), stall_after_min=minutes))
@@ -198,6 +229,14 @@ def part2(active: int, repeat: int) -> None:
                 f"  {label}: scheduler calls {max(calls)}, batches {max(batches)}, "
                 f"median {statistics.median(times) * 1e3:.1f} ms"
             )
+            seen[label.strip()] = (max(calls), max(batches), statistics.median(times) * 1e3)
+    on, off = seen["stall rule on"], seen["stall rule off"]
+    note = f"{active} running jobs, {repeat} refreshes"
+    record.figure(
+        "scheduler calls per refresh, stall rule on against off", on[0], off[0], note=note
+    )
+    record.figure("batches per refresh, stall rule on against off", on[1], off[1], note=note)
+    record.figure("refresh, stall rule on against off", on[2], off[2], unit="ms", note=note)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -205,9 +244,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--active", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=5)
+    add_quick_option(ap)
     args = ap.parse_args(argv)
-    part1(args.runs, args.repeat)
-    part2(args.active, args.repeat * 4)
+    if args.quick:  # every ending and every .out size, each twice or more
+        args.runs, args.active, args.repeat = 20, 20, 1
+    record = Record("diagnosis", quick=args.quick)
+    part1(args.runs, args.repeat, record)
+    part2(args.active, args.repeat * 4, record)
+    record.save()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,11 @@ run, measured side by side in the same run.
 
     .venv/bin/python benchmarks/bench_metrics.py [--runs 5] [--rounds 50] [--rows 100000]
         [--healthy 4] [--only refresh|app|damaged]
+    .venv/bin/python benchmarks/bench_metrics.py --quick   # 2,000 rows, 1 try, 3 damages
+
+A full run writes benchmarks/results/metrics.json. A quick run (2,000-row against 100-row
+runs, 5 rounds, one app try per size, every 18th damage beside one intact run) prints the
+same table, writes nothing and exits 0 whatever the targets say (an error still fails it).
 
 1. The real app (``ddp-tui`` on a pseudo-terminal, local scheduler, one finished run in its
    runs root; benchmarks/bench_tui.py's ``PtyApp``), once the Jobs table shows every epoch:
@@ -29,6 +34,7 @@ The runs are real files (tests/helpers/long_metrics.py, damage.py) in a temporar
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -54,6 +60,7 @@ from ddp_tui.remote.store.tail import (  # noqa: E402
     parse_metrics_csv,
     plot_sample,
 )
+from record import Record, add_quick_option  # noqa: E402
 
 SMALL = 100
 #: Seconds for Enter or Escape (the issue measured 6 to 13 s for Escape). Not 0.5: on a
@@ -259,18 +266,23 @@ def bench_refresh(tmp: Path, rows: int, rounds: int) -> list[Result]:
 # ---------------------------------------------------------------------------------------
 
 
-def bench_damaged(tmp: Path, healthy: int) -> list[Result]:
-    """Every damage of tests/helpers/damage.py, each a copy of one finished trainer run (made
-    here: needs torch), beside ``healthy`` intact copies, in one runs root. The real app opens
-    each row's Run detail in turn and presses Escape; a detail that shows DAMAGED counts as a
-    damaged run's, the others are the reference."""
+def bench_damaged(tmp: Path, healthy: int, every: int = 1) -> list[Result]:
+    """Every damage of tests/helpers/damage.py (every ``every``-th), each a copy of one
+    finished trainer run (made here: needs torch), beside ``healthy`` intact copies, in one
+    runs root. The real app opens each row's Run detail in turn and presses Escape; a detail
+    that shows DAMAGED counts as a damaged run's, the others are the reference."""
     from tests.helpers.damage import CASES, copy_run, finished_run
 
     made = finished_run(tmp / "made")
+    # Copies of one run share its comparison group, which Jobs folds into one row: each copy
+    # alone instead, so that Enter on every row opens a Run detail.
+    doc = json.loads((made / "spec.json").read_text())
+    doc["group"] = None
+    (made / "spec.json").write_text(json.dumps(doc, indent=2) + "\n")
     root = tmp / "damaged-runs"
     for k in range(healthy):
         copy_run(made, root, f"healthy{k}")
-    for case in CASES:
+    for case in CASES[::every]:
         case.apply(copy_run(made, root, case.name))
     rows = sum(1 for _ in root.iterdir())
     home = tmp / "home-damaged"
@@ -321,7 +333,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--only", choices=("app", "refresh", "damaged"), action="append")
     parser.add_argument("--healthy", type=int, default=4, help="intact runs beside the damaged")
+    add_quick_option(parser)
     args = parser.parse_args(argv)
+    every = 1  # every damage case
+    if args.quick:
+        args.rows, args.rounds, args.runs, args.healthy, every = 2000, 5, 1, 1, 18
+    record = Record("metrics", quick=args.quick)
     parts = args.only or ["refresh", "app", "damaged"]
     start = time.monotonic()
     load_before = os.getloadavg()[0]
@@ -333,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         if "app" in parts:
             results += bench_app(tmp, args.rows, args.runs)
         if "damaged" in parts:
-            results += bench_damaged(tmp, args.healthy)
+            results += bench_damaged(tmp, args.healthy, every)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(
@@ -342,7 +359,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{time.monotonic() - start:.0f} s\n"
     )
     print_table(results)
-    return 0 if all(r.passed is not False for r in results) else 1
+    for r in results:
+        target = [] if r.target is None else [f"target <= {r.target:g} {r.unit}"]
+        if r.ref_factor is not None:
+            target.append(f"<= {r.ref_factor:g}x the reference")
+        note = "; ".join(x for x in (r.note, ", ".join(target)) if x)
+        record.figure(r.name, r.value, r.reference, unit=r.unit, note=note)
+    record.save()
+    return 0 if args.quick or all(r.passed is not False for r in results) else 1
 
 
 if __name__ == "__main__":

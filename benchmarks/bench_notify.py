@@ -12,6 +12,10 @@ runs are in 50 groups of 200. Slurm's answers are canned (bench_refresh's fake);
 directories are real files read through the local executor.
 
     .venv/bin/python benchmarks/bench_notify.py [--history 10000] [--active 20] [--rounds 7]
+    .venv/bin/python benchmarks/bench_notify.py --quick   # 500 ended, 10 active, 2 rounds
+
+A full run writes benchmarks/results/notify.json; a quick run prints the same lines and
+writes nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from ddp_tui.remote.backends.executor import CommandResult
 from ddp_tui.remote.backends.slurm import SEP, SlurmScheduler
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.store.runs import RunStore
+from record import Record, add_quick_option
 
 
 class CountingSlurm(CannedSlurm):
@@ -68,10 +73,15 @@ def age_ends(root: Path, when: datetime) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--history", type=int, default=10000)
-    ap.add_argument("--active", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--history", type=int, default=None, help="10000; 500 with --quick")
+    ap.add_argument("--active", type=int, default=None, help="20; 10 with --quick (at least 5)")
+    ap.add_argument("--rounds", type=int, default=None, help="7; 2 with --quick")
+    add_quick_option(ap)
     args = ap.parse_args(argv)
+    for name, full, quick in (("history", 10000, 500), ("active", 20, 10), ("rounds", 7, 2)):
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+    record = Record("notify", quick=args.quick)
     ended, n_active = args.history, args.active
     active = set(range(ended + 1, ended + n_active + 1))
     with tempfile.TemporaryDirectory(prefix="bench-notify-") as tmp:
@@ -124,6 +134,27 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"RESULT notify_ratio={statistics.median(ratios):.2f} quiet_claims={quiet_claims} "
         f"ending_claims={ending_claims} sent={sent}"
     )
+    setup = f"{ended} ended runs of history, {n_active} active, {args.rounds} rounds A B"
+    record.figure(
+        "steady refresh, notifier on against off (median)",
+        with_on,
+        with_off,
+        unit="s",
+        note=f"{setup}; ratio pair by pair: median {statistics.median(ratios):.2f}",
+    )
+    record.figure(
+        "claim commands in the quiet refreshes",
+        quiet_claims,
+        unit="commands",
+        note=f"{2 * args.rounds} quiet refreshes; expected 0",
+    )
+    record.figure(
+        "claim commands when five jobs end",
+        ending_claims,
+        unit="commands",
+        note=f"expected 1 (one mkdir command for every claim); {sent} events sent",
+    )
+    record.save()
 
 
 if __name__ == "__main__":

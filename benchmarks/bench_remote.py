@@ -21,12 +21,21 @@ refresh also runs a real ``squeue`` and ``sacct -j <N ids>`` on both sides.
 
     sudo .venv/bin/python benchmarks/bench_remote.py [--iterations 30] [--json out.json]
         [--facade-runs 50,200] [--slurm]
+    sudo .venv/bin/python benchmarks/bench_remote.py --quick   # seconds: 2 iterations, 2 MB
+        # followed, 5 runs; with Slurm too when the test cluster can run here
+
+A full run writes benchmarks/results/remote.json; a quick run prints the same lines and
+writes nothing. When a process this one runs under holds the test sshd or the Slurm test
+cluster (a pytest session's ``sshd_env`` / ``slurm_cluster``, whose test runs this
+benchmark), they are borrowed as they are instead of waited for: that process lets go of
+them only after this one ends (``sshd_test_environment``, ``slurm_test_cluster``).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import functools
 import json
 import os
@@ -45,7 +54,17 @@ import paramiko
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fixtures import slurm_cluster as test_cluster
-from tests.fixtures.sshd import SshEnv, skip_reason, sshd_environment
+from tests.fixtures.sshd import (
+    HOME,
+    LOCK_PATH,
+    SSHD,
+    TARGET_ROLES,
+    USER,
+    SshdServer,
+    SshEnv,
+    skip_reason,
+    sshd_environment,
+)
 from tests.integration.story import tiny_spec
 
 from ddp_tui import __version__
@@ -59,6 +78,7 @@ from ddp_tui.remote.backends.ssh.api import NoPrompter
 from ddp_tui.remote.backends.ssh.batch import BatchHelper
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.store.runs import RunStore, new_run_id
+from record import Record, add_quick_option
 
 SQUEUE = "".join(
     f"{1000 + i}|debug|ddp-run-{i}|ddptest|{'RUNNING' if i % 3 else 'PENDING'}|"
@@ -393,18 +413,92 @@ def _bench_facade_one(
     return row
 
 
+def lock_busy(path: Path) -> bool:
+    """Whether another process holds the machine-wide flock ``path`` now."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also lets go of the lock if it was taken
+    return False
+
+
+def _parent_pid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+
+def _ancestors() -> list[int]:
+    """The processes this one runs under, nearest first (not init)."""
+    out = []
+    pid = os.getppid()
+    while pid > 1:
+        out.append(pid)
+        try:
+            pid = _parent_pid(pid)
+        except OSError:
+            break
+    return out
+
+
+def held_by_ancestor(path: Path) -> int | None:
+    """The process this one runs under that holds the flock ``path``, if one does.
+
+    Waiting for that lock would wait for ever (its holder waits for this process), so the
+    callers borrow what it guards instead. The holder is the busy lock's ancestor that has
+    ``path`` open (the fixtures open it only to hold it, and no test runs before they do)."""
+    if not lock_busy(path):
+        return None
+    target = os.path.realpath(path)
+    for pid in _ancestors():
+        fds = Path(f"/proc/{pid}/fd")
+        with contextlib.suppress(OSError):
+            for fd in fds.iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) == target:
+                        return pid
+    return None
+
+
 @contextlib.contextmanager
 def slurm_test_cluster() -> Iterator[test_cluster.SlurmCluster]:
     """The Slurm test cluster: the one up already (left up), else a fresh one (torn down);
-    SLURM_CONF points at it meanwhile."""
+    SLURM_CONF points at it meanwhile.
+
+    "Up already": brought up by hand (``slurm_cluster.py up``), or held by a process this
+    one runs under (a pytest session's ``slurm_cluster`` fixture whose test runs this
+    benchmark): that one is used without its lock, which would never come free."""
     reason = test_cluster.skip_reason()
     if reason:
         raise RuntimeError(reason)
-    with test_cluster.cluster_lock():
-        cluster = test_cluster.current()
-        reuse = cluster is not None and test_cluster.started_by_hand() and cluster.healthy()
-        if not reuse:
-            cluster = test_cluster.bring_up()
+    with contextlib.ExitStack() as stack:
+        holder = held_by_ancestor(test_cluster.LOCK_PATH)
+        if holder is not None:
+            cluster = test_cluster.current()
+            if cluster is None or not cluster.healthy():
+                raise RuntimeError(
+                    f"process {holder}, which this one runs under, holds the Slurm test "
+                    f"cluster's lock ({test_cluster.LOCK_PATH}), but no healthy cluster is up"
+                )
+            reuse = True
+        else:
+            if lock_busy(test_cluster.LOCK_PATH):
+                print(
+                    f"waiting for another process to let go of the Slurm test cluster "
+                    f"({test_cluster.LOCK_PATH})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            stack.enter_context(test_cluster.cluster_lock())
+            cluster = test_cluster.current()
+            reuse = cluster is not None and test_cluster.started_by_hand() and cluster.healthy()
+            if not reuse:
+                cluster = test_cluster.bring_up()
         assert cluster is not None
         old = os.environ.get("SLURM_CONF")
         os.environ["SLURM_CONF"] = str(cluster.conf)
@@ -419,32 +513,136 @@ def slurm_test_cluster() -> Iterator[test_cluster.SlurmCluster]:
                 test_cluster.tear_down(cluster)
 
 
+def _server_from_config(name: str, config: Path, roles: tuple[str, ...]) -> SshdServer:
+    """A running server of tests/fixtures/sshd.py, described by its config (its ``Port``
+    lines in ``roles`` order, its ``HostKey`` lines); not ours to stop."""
+    lines = config.read_text().splitlines()
+    ports = [int(ln.split()[1]) for ln in lines if ln.startswith("Port ")]
+    keys = [Path(ln.split(None, 1)[1]) for ln in lines if ln.startswith("HostKey ")]
+    return SshdServer(
+        name, dict(zip(roles, ports, strict=True)), config, config.parent / f"{name}.log", keys
+    )
+
+
+@contextlib.contextmanager
+def _borrowed_sshd(holder: int) -> Iterator[SshEnv]:
+    """The environment that ``holder`` runs (its target sshd is its child): the user, the
+    client key and the servers as they are. What this process adds (``start_server``, a
+    ``workdir``) it removes; everything else stays for the holder to tear down."""
+    root: Path | None = None
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # sshd retitles itself ("sshd: /usr/sbin/sshd -D -f <config> ... [listener]").
+            words = Path(f"/proc/{entry}/cmdline").read_bytes().decode().replace("\0", " ")
+            argv = words.split()
+            config = argv[argv.index("-f") + 1]
+            if (
+                SSHD in words
+                and config.endswith("/target_sshd_config")
+                and _parent_pid(int(entry)) == holder
+            ):
+                root = Path(config).parent
+                break
+    if root is None:
+        raise RuntimeError(
+            f"process {holder}, which this one runs under, holds the test sshd's lock "
+            f"({LOCK_PATH}), but runs no target sshd of tests/fixtures/sshd.py"
+        )
+    env = SshEnv(
+        root=root,
+        user=USER,
+        password="",  # not on disk; the benchmark logs in with the key
+        home=HOME,
+        key=root / "id_client",
+        encrypted_key=root / "id_encrypted",
+        encrypted_passphrase="",
+        wrong_key=root / "id_wrong",
+        target=_server_from_config("target", root / "target_sshd_config", TARGET_ROLES),
+        jump=_server_from_config("jump", root / "jump_sshd_config", ("main",)),
+    )
+    try:
+        yield env
+    finally:
+        for server in env._extra:
+            server.stop()
+            for path in (server.config, server.log, *server.host_keys):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                with contextlib.suppress(FileNotFoundError):
+                    Path(f"{path}.pub").unlink()
+
+
+@contextlib.contextmanager
+def sshd_test_environment() -> Iterator[SshEnv]:
+    """The test sshd (tests/fixtures/sshd.py): a fresh environment, torn down afterwards;
+    or, when a process this one runs under holds it (a pytest session's ``sshd_env`` whose
+    test runs this benchmark), that one, borrowed (:func:`_borrowed_sshd`): its lock would
+    never come free."""
+    holder = held_by_ancestor(LOCK_PATH)
+    if holder is not None:
+        with _borrowed_sshd(holder) as env:
+            yield env
+        return
+    if lock_busy(LOCK_PATH):
+        print(
+            f"waiting for another process to let go of the test sshd ({LOCK_PATH})",
+            file=sys.stderr,
+            flush=True,
+        )
+    with sshd_environment() as env:
+        yield env
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=30)
-    parser.add_argument("--follow-mb", type=int, default=64)
+    parser.add_argument("--iterations", type=int, default=None, help="30; 2 with --quick")
+    parser.add_argument("--follow-mb", type=int, default=None, help="64; 2 with --quick")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
-        "--facade-runs", default="50,200", help="run directories in the facade benchmark"
+        "--facade-runs",
+        default=None,
+        help="run directories in the facade benchmark (50,200; 5 with --quick)",
     )
     parser.add_argument(
-        "--slurm", action="store_true", help="facade benchmark also with the real Slurm cluster"
+        "--slurm",
+        action="store_true",
+        help="facade benchmark also with the real Slurm cluster (--quick: whenever the "
+        "test cluster can run here)",
     )
+    add_quick_option(parser)
     args = parser.parse_args()
+    quick = args.quick
+    if args.iterations is None:
+        args.iterations = 2 if quick else 30
+    if args.follow_mb is None:
+        args.follow_mb = 2 if quick else 64
+    if args.facade_runs is None:
+        args.facade_runs = "5" if quick else "50,200"
+    record = Record("remote", quick=quick)
     sizes = [int(x) for x in args.facade_runs.split(",") if x.strip()]
     reason = skip_reason()
     if reason is not None:
         print(f"cannot run: {reason}", file=sys.stderr)
         return 2
+    if quick and not args.slurm:
+        slurm_reason = test_cluster.skip_reason()
+        if slurm_reason is None:
+            args.slurm = True
+        else:
+            print(f"the Slurm part skipped: {slurm_reason}")
     with contextlib.ExitStack() as outer:
         slurm = outer.enter_context(slurm_test_cluster()) if args.slurm else None
-        env = outer.enter_context(sshd_environment())
+        env = outer.enter_context(sshd_test_environment())
         workdir = env.workdir()
+        outer.callback(shutil.rmtree, workdir, True)  # a borrowed environment stays
         config = workdir / "config"
         blocks = [env.host_block("bench", env.target)]
         schedulers = {"local": "bench"}
         if slurm is not None:
-            login = env.start_server("login", f"SetEnv SLURM_CONF={slurm.conf}")
+            # Named for this benchmark: a borrowed environment may run a "login" of its own.
+            login = env.start_server("bench-login", f"SetEnv SLURM_CONF={slurm.conf}")
             blocks.append(env.host_block("login", login))
             schedulers["slurm"] = "login"
         config.write_text("\n".join(blocks))
@@ -526,7 +724,47 @@ def main() -> int:
         )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
+    record_results(record, results, args.iterations)
+    record.save()
     return 0
+
+
+def record_results(record: Record, results: dict[str, Any], iterations: int) -> None:
+    """The figures of :func:`main`'s table: each SSH side against the local one."""
+    record.figure("connect + authenticate", results["connect_ms"], unit="ms")
+    for row in results["refresh"]:
+        for name in ("ssh_persistent", "ssh_oneshot_python", "ssh_oneshot_sh"):
+            record.figure(
+                f"refresh batch, {row['reads']} reads, {name} against local",
+                row[f"{name}_ms"],
+                row["local_ms"],
+                unit="ms",
+                note=f"median of {iterations}; {row[f'{name}_round_trips_per_refresh']} "
+                f"round trip(s), {row[f'{name}_execs_per_refresh']} exec(s) per refresh",
+            )
+    for f in results["follow_sftp"]:
+        record.figure(
+            f"follow over SFTP, {f['poll_bytes'] // 1024} KiB per poll",
+            f["mb_per_s"],
+            unit="MB/s",
+            note=f"{f['megabytes']} MB, {f['polls']} polls, {f['ms_per_poll']} ms each",
+        )
+    for row in results["facade_refresh"]:
+        what = f"Cluster.refresh, {row['scheduler']} scheduler, {row['runs']} runs"
+        record.figure(
+            f"{what}, ssh against local",
+            row["ssh_ms"],
+            row["local_ms"],
+            unit="ms",
+            note=f"median of {iterations}; p90 {row['ssh_p90_ms']} against "
+            f"{row['local_p90_ms']} ms",
+        )
+        record.figure(
+            f"{what}, SSH round trips per refresh",
+            row["ssh_round_trips_per_refresh"],
+            unit="round trips",
+            note=f"{row['scheduler_commands_per_refresh']} scheduler command(s)",
+        )
 
 
 if __name__ == "__main__":

@@ -18,11 +18,18 @@ the project's bytes, and SSH commands per upload (must be 1).
 
     .venv/bin/python benchmarks/bench_snapshot.py [--mb 50] [--small 2000]
         [--iterations 3] [--local-iterations 7] [--no-ssh] [--dir DIR] [--json out.json]
+    .venv/bin/python benchmarks/bench_snapshot.py --quick   # 2 MB, 100 files, once: seconds
+
+A full run writes benchmarks/results/snapshot.json. A quick run prints the same lines and
+writes nothing; it skips the SSH part, saying why, when another process holds the test
+sshd (tests/fixtures/sshd.py's lock, e.g. a pytest session's ``sshd_env``) rather than wait
+for it; a full run waits.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import random
@@ -39,12 +46,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fixtures.sshd import SshEnv, skip_reason, sshd_environment
+from tests.fixtures.sshd import LOCK_PATH, SshEnv, skip_reason, sshd_environment
 
 from ddp_tui.remote.backends.executor import Executor, LocalExecutor
 from ddp_tui.remote.backends.ssh import SSHExecutor
 from ddp_tui.remote.backends.ssh.api import NoPrompter
 from ddp_tui.remote.store.snapshot import MB, SnapshotManifest, build_manifest
+from record import Record, add_quick_option
 
 LARGE_FILES = 4
 
@@ -221,6 +229,46 @@ def bench_ssh(env: SshEnv, project: Path, iterations: int) -> list[dict[str, Any
         ]
 
 
+def sshd_held() -> bool:
+    """Whether another process holds the test sshd's lock now (sshd_environment() would
+    wait for it to let go: a pytest session holds it until it ends)."""
+    if not LOCK_PATH.exists():
+        return False
+    with open(LOCK_PATH) as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    return False
+
+
+def record_rows(record: Record, rows: list[dict[str, Any]], note: str) -> None:
+    for r in rows:
+        name = r["case"].strip()
+        if "reference_s" not in r:
+            record.figure(name, r["ours_s"], None, unit="s", note=note)
+            continue
+        against = f"{name}, against {r['reference']}"
+        record.figure(against, r["ours_s"], r["reference_s"], unit="s", note=note)
+        if "bytes_sent" in r:
+            record.figure(
+                f"{name}, throughput against {r['reference']}",
+                r["mb_per_s"],
+                r["reference_mb_per_s"],
+                unit="MB/s",
+                note=note,
+            )
+            commands = r["ssh_commands_per_upload"]
+            record.figure(f"{name}, SSH commands per upload", commands, None, note="must be 1")
+            record.figure(
+                f"{name}, tar stream bytes against the project's bytes",
+                r["bytes_sent"] / MB,
+                r["project_bytes"] / MB,
+                unit="MB",
+            )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=50, help="project size")
@@ -236,8 +284,17 @@ def main() -> int:
         "the local ratio is the code's and not a busy disk's)",
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
+    add_quick_option(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.mb, args.small, args.iterations, args.local_iterations = 2, 100, 1, 1
+    record = Record("snapshot", quick=args.quick)
     ssh_reason = "--no-ssh" if args.no_ssh else skip_reason()
+    if ssh_reason is None and sshd_held():
+        if args.quick:
+            ssh_reason = f"another process holds the test sshd ({LOCK_PATH})"
+        else:
+            print(f"waiting for another process to let go of the test sshd ({LOCK_PATH})")
     with ExitStack() as stack:
         scratch = Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-snap-", dir=args.dir))
@@ -277,6 +334,13 @@ def main() -> int:
         print(f"ssh part skipped: {ssh_reason}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    record_rows(
+        record,
+        rows,
+        f"{files} files, {size / MB:.1f} MB; median of {args.local_iterations} (local) and "
+        f"{args.iterations} (ssh) interleaved runs",
+    )
+    record.save()
     return 0
 
 

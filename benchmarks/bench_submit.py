@@ -11,6 +11,7 @@ Reported: the median time of each and their ratio per pair (median, geometric me
 
     python benchmarks/bench_submit.py
     python benchmarks/bench_submit.py --rounds 60
+    python benchmarks/bench_submit.py --quick    # 3 rounds: proves it runs, no results file
 """
 
 from __future__ import annotations
@@ -32,12 +33,17 @@ from ddp_tui.remote.backends.local import LocalScheduler  # noqa: E402
 from ddp_tui.remote.cluster import Cluster  # noqa: E402
 from ddp_tui.remote.store.history import attempt_record  # noqa: E402
 from ddp_tui.remote.store.runs import RunStore  # noqa: E402
+from record import Record, add_quick_option  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=None, help="30; 3 with --quick")
+    add_quick_option(parser)
     args = parser.parse_args()
+    if args.rounds is None:
+        args.rounds = 3 if args.quick else 30
+    record = Record("submit", quick=args.quick)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         sched = LocalScheduler(str(root / "state"), max_running=1)
@@ -84,6 +90,20 @@ def main() -> None:
     print(
         f"ratio locked/bare per pair: median {statistics.median(ratios):.2f}, geomean {geomean:.2f}"
     )
+    record.figure(
+        "retry, locked against bare (median)",
+        statistics.median(locked),
+        statistics.median(bare),
+        unit="s",
+        note=f"{args.rounds} rounds; reference: scheduler submit + attempt line, no lock",
+    )
+    record.figure(
+        "retry, locked/bare per pair (geometric mean)",
+        geomean,
+        unit="x",
+        note=f"median of the pairs {statistics.median(ratios):.2f}",
+    )
+    record.save()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """ddp-tui's UI benchmarks, each next to a reference measured in the same run.
 
     .venv/bin/python benchmarks/bench_tui.py [--runs 5] [--grow-seconds 5] [--log-gib 1]
+    .venv/bin/python benchmarks/bench_tui.py --quick   # 1 start each, a 16 MiB log grown
+        # for 1 s, 200 runs, short waits: seconds; targets printed, not enforced
 
 Every app runs in its own process on a pseudo-terminal (Textual's real Linux driver,
 real escape-sequence output), and this process times what appears on that terminal:
@@ -17,7 +19,8 @@ real escape-sequence output), and this process times what appears on that termin
    ``DataTable`` given the same ``update_cell`` calls.
 
 It prints a table with ratios and pass/fail against the targets of issue 4, exits 1 if a
-target failed. The 1 GiB file lives in a temporary directory that is always removed.
+target failed (a quick run exits 0 whatever the targets say). The 1 GiB file lives in a
+temporary directory that is always removed. A full run writes benchmarks/results/tui.json.
 """
 
 from __future__ import annotations
@@ -43,12 +46,45 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from record import Record, add_quick_option
+
 if TYPE_CHECKING:
     from ddp_tui.remote.model.views import Snapshot
 
 MIB = 1024 * 1024
 COLS, ROWS = 120, 40
 F5 = b"\x1b[15~"
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The waits and counts between the measurements (a quick run shortens them)."""
+
+    warmup_starts: int = 1  # rounds of app starts before those measured
+    settle: float = 0.5  # after the log app is up, and after opening a log
+    idle_presses: int = 8  # key presses while nothing grows (the reference)
+    key_gap: float = 0.2  # between key presses
+    slow_seconds: float = 2.0  # how long the reference log grows
+    follow_start: float = 0.3  # the follower is up and has read the empty file
+    keys_start: float = 0.5  # growing, before the first key press
+    drain: float = 1.5  # after growing: the last lines arrive
+    fill_settle: float = 1.0  # after the jobs table's first fill
+    refresh_gap: float = 0.3  # between f5 presses
+
+
+FULL = Pace()
+QUICK = Pace(
+    warmup_starts=0,
+    settle=0.1,
+    idle_presses=2,
+    key_gap=0.05,
+    slow_seconds=0.5,
+    follow_start=0.2,
+    keys_start=0.2,
+    drain=0.6,
+    fill_settle=0.2,
+    refresh_gap=0.05,
+)
 
 # ---------------------------------------------------------------------------------------
 # A process on a pseudo-terminal, and what it has drawn so far
@@ -207,6 +243,7 @@ class Result:
     target: float | None  # the measured value must be at most this
     ref_factor: float | None = None  # ... and at most this many times the reference
     note: str = ""
+    key: str = ""  # the name in the results file, when ``name`` holds a measured value
 
     @property
     def ratio(self) -> float:
@@ -230,22 +267,29 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:g} {unit}"
 
 
+def _target(r: Result) -> str:
+    target = [] if r.target is None else [f"<= {_fmt(r.target, r.unit)}"]
+    if r.ref_factor is not None:
+        target.append(f"<= {r.ref_factor:g}x ref")
+    return ", ".join(target) or "-"
+
+
+def _verdict(r: Result) -> str:
+    return {True: "PASS", False: "FAIL", None: "info"}[r.passed]
+
+
 def print_table(results: Sequence[Result]) -> None:
     head = ("measurement", "value", "reference", "ratio", "target", "result")
     rows = []
     for r in results:
-        target = [] if r.target is None else [f"<= {_fmt(r.target, r.unit)}"]
-        if r.ref_factor is not None:
-            target.append(f"<= {r.ref_factor:g}x ref")
-        verdict = {True: "PASS", False: "FAIL", None: "info"}[r.passed]
         rows.append(
             (
                 r.name,
                 _fmt(r.value, r.unit),
                 _fmt(r.reference, r.unit),
                 f"{r.ratio:.2f}x",
-                ", ".join(target) or "-",
-                verdict,
+                _target(r),
+                _verdict(r),
             )
         )
     widths = [max(len(str(row[i])) for row in [head, *rows]) for i in range(len(head))]
@@ -286,15 +330,20 @@ REAL_MARKER = "ddp-tui · Jobs".encode()
 
 
 def start_times(
-    runs: int, tmp: Path, real_argv: Callable[[int], list[str]], real_marker: bytes
+    runs: int,
+    tmp: Path,
+    real_argv: Callable[[int], list[str]],
+    real_marker: bytes,
+    warmup: int = 1,
 ) -> dict[str, list[float]]:
     """Seconds from spawn to first sight of the marker: ``runs`` starts of a bare Textual
-    app and of ``real_argv(i)``, interleaved, after one round that only warms the disk."""
+    app and of ``real_argv(i)``, interleaved, after ``warmup`` rounds that only warm the
+    disk."""
     times: dict[str, list[float]] = {"bare": [], "real": []}
     home = tmp / "home"
     home.mkdir(exist_ok=True)
     env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
-    for i in range(runs + 1):
+    for i in range(runs + warmup):
         for kind in ("bare", "real"):
             if kind == "bare":
                 argv, marker = [sys.executable, "-c", BARE_APP], BARE_MARKER
@@ -305,17 +354,18 @@ def start_times(
                 seen = _expect(app, marker, 0, 60.0, f"{kind} app start")
             finally:
                 app.close()
-            if i:
+            if i >= warmup:
                 times[kind].append(seen - app.started)
     return times
 
 
-def bench_startup(runs: int, tmp: Path) -> list[Result]:
+def bench_startup(runs: int, tmp: Path, pace: Pace = FULL) -> list[Result]:
     times = start_times(
         runs,
         tmp,
         lambda i: [sys.executable, "-c", REAL_APP, str(tmp / f"runs-{i}")],  # an empty root
         REAL_MARKER,
+        pace.warmup_starts,
     )
     bare, real = _median(times["bare"]), _median(times["real"])
     return [
@@ -521,23 +571,29 @@ class _KeyPresser:
 
 
 def _follow_latencies(
-    app: PtyApp, path: Path, key: bytes, rate: float, seconds: float, keys: _KeyPresser | None
+    app: PtyApp,
+    path: Path,
+    key: bytes,
+    rate: float,
+    seconds: float,
+    keys: _KeyPresser | None,
+    pace: Pace = FULL,
 ) -> tuple[list[float], list[float], float]:
     """Follow ``path`` while it grows at ``rate``: (line ages on screen, key latencies, MB/s)."""
     path.write_bytes(b"")
     watcher = _NewestSeen()
     app.send(key)
-    time.sleep(0.3)  # the follower is up and has read the empty file
+    time.sleep(pace.follow_start)  # the follower is up and has read the empty file
     app.on_output = watcher
     writer = _Writer(path, rate, seconds)
     writer.start()
     latencies: list[float] = []
     if keys is not None:
-        time.sleep(0.5)
+        time.sleep(pace.keys_start)
         while writer.is_alive():
-            latencies.extend(keys.press(app, 1, 0.2))
+            latencies.extend(keys.press(app, 1, pace.key_gap))
     writer.join()
-    time.sleep(1.5)  # let the last lines arrive
+    time.sleep(pace.drain)  # let the last lines arrive
     app.on_output = None
     ages = [now - writer.written[chunk] for now, chunk in watcher.seen if chunk in writer.written]
     if not ages:
@@ -548,7 +604,9 @@ def _follow_latencies(
     return ages, latencies, writer.bytes / seconds / 1e6
 
 
-def bench_logs(tmp: Path, gib: float, grow_seconds: float, follow_interval: float) -> list[Result]:
+def bench_logs(
+    tmp: Path, gib: float, grow_seconds: float, follow_interval: float, pace: Pace = FULL
+) -> list[Result]:
     tiny, big, slow, fast = (tmp / n for n in ("tiny.out", "big.out", "slow.out", "fast.out"))
     tiny.write_text("".join(f"step {i}\n" for i in range(9)) + f"last line {TINY_END}\n")
     t0 = time.monotonic()
@@ -570,14 +628,14 @@ def bench_logs(tmp: Path, gib: float, grow_seconds: float, follow_interval: floa
     results: list[Result] = []
     try:
         _expect(app, LOG_READY, 0, 20.0, "log bench app start")
-        time.sleep(0.5)
+        time.sleep(pace.settle)
         opened: dict[str, tuple[float, float]] = {}
         for key, marker, name in ((b"t", TINY_END, "tiny"), (b"o", BIG_END, "big")):
             rss_before, _ = app.rss()
             app.reset_peak_rss()
             sent, pos = app.send(key)
             shown = _expect(app, marker.encode(), pos, 10.0, f"open {name} log")
-            time.sleep(0.5)
+            time.sleep(pace.settle)
             _, peak = app.rss()
             opened[name] = (shown - sent, (peak - rss_before) / 1e6)
         big.unlink()  # free the disk now
@@ -604,10 +662,12 @@ def bench_logs(tmp: Path, gib: float, grow_seconds: float, follow_interval: floa
         )
 
         presser = _KeyPresser()
-        idle_keys = presser.press(app, 8, 0.2)
-        slow_ages, _, slow_rate = _follow_latencies(app, slow, b"s", 20e3, 2.0, None)
+        idle_keys = presser.press(app, pace.idle_presses, pace.key_gap)
+        slow_ages, _, slow_rate = _follow_latencies(
+            app, slow, b"s", 20e3, pace.slow_seconds, None, pace
+        )
         fast_ages, busy_keys, fast_rate = _follow_latencies(
-            app, fast, b"g", 20e6, grow_seconds, presser
+            app, fast, b"g", 20e6, grow_seconds, presser, pace
         )
         results.append(
             Result(
@@ -619,6 +679,7 @@ def bench_logs(tmp: Path, gib: float, grow_seconds: float, follow_interval: floa
                 note=f"median {_median(fast_ages) * 1000:.0f} ms over "
                 f"{len(fast_ages)} updates; reference grows at "
                 f"{slow_rate * 1000:.0f} kB/s; follow tick {follow_interval:g} s",
+                key="log growing at 20 MB/s: newest line age (max)",
             )
         )
         results.append(
@@ -751,26 +812,28 @@ def _jobs_child(kind: str, n: int, refreshes: int) -> None:
     PlainTable().run()
 
 
-def _jobs_latencies(kind: str, n: int, refreshes: int) -> tuple[list[float], list[float]]:
+def _jobs_latencies(
+    kind: str, n: int, refreshes: int, pace: Pace = FULL
+) -> tuple[list[float], list[float]]:
     """f5 to the new first row on screen: (every row changed, TYPICAL_CHANGING rows changed)."""
     argv = [sys.executable, __file__, "--child", "jobs", kind, str(n), str(refreshes)]
     app = PtyApp(argv)
     try:
         _expect(app, _refresh_marker(0).encode(), 0, 60.0, f"{kind} jobs table first fill")
-        time.sleep(1.0)
+        time.sleep(pace.fill_settle)
         out = []
         for k in range(1, 2 * refreshes + 1):
             sent, pos = app.send(F5)
             out.append(_expect(app, _refresh_marker(k).encode(), pos, 10.0, f"refresh {k}") - sent)
-            time.sleep(0.3)
+            time.sleep(pace.refresh_gap)
         return out[:refreshes], out[refreshes:]
     finally:
         app.close()
 
 
-def bench_jobs(n: int, refreshes: int) -> list[Result]:
-    real_all, real_some = _jobs_latencies("app", n, refreshes)
-    plain_all, plain_some = _jobs_latencies("plain", n, refreshes)
+def bench_jobs(n: int, refreshes: int, pace: Pace = FULL) -> list[Result]:
+    real_all, real_some = _jobs_latencies("app", n, refreshes, pace)
+    plain_all, plain_some = _jobs_latencies("plain", n, refreshes, pace)
     reference = "reference: a plain DataTable given the same update_cell calls"
     return [
         Result(
@@ -800,14 +863,32 @@ def bench_jobs(n: int, refreshes: int) -> list[Result]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5, help="app starts per kind")
-    parser.add_argument("--log-gib", type=float, default=1.0, help="size of the big log")
-    parser.add_argument("--grow-seconds", type=float, default=5.0)
-    parser.add_argument("--follow-interval", type=float, default=0.5, help="log poll, seconds")
-    parser.add_argument("--jobs", type=int, default=2000)
-    parser.add_argument("--refreshes", type=int, default=5)
+    parser.add_argument("--runs", type=int, help="app starts per kind (5; 1 with --quick)")
+    parser.add_argument(
+        "--log-gib", type=float, help="size of the big log (1; 1/64, 16 MiB, with --quick)"
+    )
+    parser.add_argument("--grow-seconds", type=float, help="5; 1 with --quick")
+    parser.add_argument(
+        "--follow-interval", type=float, help="log poll, seconds (0.5; 0.25 with --quick)"
+    )
+    parser.add_argument("--jobs", type=int, help="2000; 200 with --quick")
+    parser.add_argument("--refreshes", type=int, help="5; 1 with --quick")
     parser.add_argument("--only", choices=("startup", "logs", "jobs"), action="append")
+    add_quick_option(parser)
     args = parser.parse_args(argv)
+    defaults = {  # name: (full, quick)
+        "runs": (5, 1),
+        "log_gib": (1.0, 1 / 64),
+        "grow_seconds": (5.0, 1.0),
+        "follow_interval": (0.5, 0.25),
+        "jobs": (2000, 200),
+        "refreshes": (5, 1),
+    }
+    for name, (full, quick) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+    pace = QUICK if args.quick else FULL
+    record = Record("tui", quick=args.quick)
     parts = args.only or ["startup", "logs", "jobs"]
     results: list[Result] = []
     start = time.monotonic()
@@ -815,11 +896,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="ddp-tui-bench-"))
     try:
         if "startup" in parts:
-            results += bench_startup(args.runs, tmp)
+            results += bench_startup(args.runs, tmp, pace)
         if "logs" in parts:
-            results += bench_logs(tmp, args.log_gib, args.grow_seconds, args.follow_interval)
+            results += bench_logs(tmp, args.log_gib, args.grow_seconds, args.follow_interval, pace)
         if "jobs" in parts:
-            results += bench_jobs(args.jobs, args.refreshes)
+            results += bench_jobs(args.jobs, args.refreshes, pace)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(
@@ -827,7 +908,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f" and {os.getloadavg()[0]:.1f} after, {time.monotonic() - start:.0f} s\n"
     )
     print_table(results)
-    return 0 if all(r.passed is not False for r in results) else 1
+    for r in results:
+        note = "; ".join(x for x in (r.note, f"target {_target(r)}: {_verdict(r)}") if x)
+        record.figure(r.key or r.name, r.value, r.reference, unit=r.unit, note=note)
+    record.save()
+    passed = all(r.passed is not False for r in results)
+    if args.quick and not passed:
+        print("\n(a quick run: the targets are not enforced)")
+        return 0
+    return 0 if passed else 1
 
 
 def child(args: list[str]) -> None:
