@@ -148,7 +148,8 @@ def test_a_job_queued_by_an_app_killed_after_sbatch_is_adopted(
     assert [j["job_id"] for j in jobs] == [queued] and jobs[0]["adopted"] is True
     done = wait_state(cluster, run.name, JobState.COMPLETED, JobState.FAILED, timeout=240)
     assert done.job_id == queued and done.state is JobState.COMPLETED
-    # A finished job has left squeue; sacct lags the controller, so wait for its record
-    # before asking which jobs ran from the run directory.
+    # A finished job has left squeue; sacct lags the controller, and for a short job its
+    # WorkDir lags its state, so wait for the whole record before asking which jobs ran
+    # from the run directory.
     slurm_cluster.wait_sacct(queued, {"COMPLETED"})
     assert SlurmScheduler(LocalExecutor()).jobs_in_dir(str(run)) == [queued]
