@@ -170,8 +170,11 @@ def test_a_group_cancel_ends_the_whole_array_with_one_call(local: Cluster, hold:
     plan = local.plan_sweep(spec, sweep_from_options(["seed=1,2,3"]), max_concurrent=1)
     views = local.submit_sweep(plan)
     wait_state(local, views[0].run_id, JobState.RUNNING)
-    group = views[0].group
-    assert group is not None
+    # What the user submitted as one: its members share the sweep's id (the first member's
+    # run id), which the Jobs row folds on and a group's cancel and retry accept.
+    group = views[0].sweep
+    assert group == views[0].run_id and {v.sweep for v in views} == {group}
+    assert len({v.group for v in views}) == 1  # and compare as one group
     master = str(views[0].job_id).partition("_")[0]
     assert local.cancel_group(group) == [master]
     for v in views:

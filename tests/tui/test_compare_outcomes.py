@@ -24,7 +24,7 @@ from ddp_tui.tui.outcomes_table import (
 from ddp_tui.tui.overlay_plot import BEST_MARK, overlay_lines, overlay_metrics
 from ddp_tui.tui.screens.compare import CompareScreen
 from tests.tui.conftest import SIZE, fake_app, settle, wait_until
-from tests.tui.fakes import OUTCOME_GRID, FakeCluster, sample_members, sample_runs
+from tests.tui.fakes import OUTCOME_GRID, SAMPLE_SWEEP, FakeCluster, sample_members, sample_runs
 
 #: The grid's runs by (lr, batch per GPU); the best by final accuracy is lr 0.1, batch 128.
 RUN = {(lr, batch): run_id for run_id, lr, batch, _ in OUTCOME_GRID}
@@ -102,7 +102,7 @@ async def _open_compare(pilot, fake: FakeCluster) -> CompareScreen:  # type: ign
 
     await settle(pilot)
     table = pilot.app.screen.query_one(JobsTable)
-    table.move_cursor(table.order.index(group_row_key("9f2c4e1a7b3d5f60")))  # the sweep's row
+    table.move_cursor(table.order.index(group_row_key(SAMPLE_SWEEP)))  # the sweep's row
     await pilot.press("s")
     await wait_until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen), "Compare")
     screen = pilot.app.screen

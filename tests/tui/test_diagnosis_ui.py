@@ -35,6 +35,7 @@ from tests.tui.fakes import (
     MISSING_TORCH,
     MISSING_TORCH_ERR,
     NOW,
+    SAMPLE_SWEEP,
     STALL,
     FakeCluster,
     diagnosed_runs,
@@ -145,7 +146,7 @@ async def test_fake_jobs_show_reasons_marks_and_the_stalled_count() -> None:
         # The sweep's runs fold into one row; open it to read each member's reason.
         screen = app.screen
         assert isinstance(screen, JobsScreen)
-        screen.toggle_group("9f2c4e1a7b3d5f60", True)
+        screen.toggle_group(SAMPLE_SWEEP, True)
         await pilot.pause()
         reasons = {run_id: table.get_cell(run_id, "reason") for run_id in table.order}
         by_name = {r.name: reasons[r.run_id] for r in diagnosed_runs()}
@@ -153,7 +154,7 @@ async def test_fake_jobs_show_reasons_marks_and_the_stalled_count() -> None:
         assert by_name["broken"] == "no module torch"
         assert by_name["queued"] == _run(JobState.PENDING).reason_label
         assert by_name["sweep-2x2"] == ""  # completed: nothing to say
-        screen.toggle_group("9f2c4e1a7b3d5f60", False)
+        screen.toggle_group(SAMPLE_SWEEP, False)
         table.move_cursor(0)
         await pilot.pause()
         assert table._marks == {

@@ -23,9 +23,10 @@ from ddp_tui.tui.jobs_table import COLUMNS, group_values, row_values
 from ddp_tui.tui.modals import ConfirmModal
 from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable
 from tests.tui.conftest import SIZE, fake_app, settle, wait_until
-from tests.tui.fakes import FakeCluster, sample_runs
+from tests.tui.fakes import SAMPLE_SWEEP, FakeCluster, sample_runs
 
-GROUP = "9f2c4e1a7b3d5f60"  # the sample sweep's group key
+GROUP = "9f2c4e1a7b3d5f60"  # the sample sweep's comparison group key
+SWEEP_ID = SAMPLE_SWEEP  # what folds its runs into one row
 SWEEP = ["sweep-2x2", "sweep-1x2", "sweep-1x1"]
 
 
@@ -55,7 +56,7 @@ def test_counts_per_state_put_running_first_and_completed_last() -> None:
     states = [JobState.COMPLETED, JobState.PENDING, JobState.RUNNING, JobState.PENDING]
     mixed = [replace(runs[0], state=s) for s in states]
     assert counts_label(state_counts(mixed)) == "1 RUNNING 2 PENDING 1 COMPLETED"
-    group = multi_run_groups(live_sweep())[GROUP]
+    group = multi_run_groups(live_sweep())[SWEEP_ID]
     assert group.summary == "3 runs: 1 RUNNING 1 PENDING 1 FAILED"
     assert [r.name for r in group.live] == ["sweep-2x2", "sweep-1x2"]
     assert [r.name for r in group.retryable] == ["sweep-1x1"]
@@ -85,7 +86,7 @@ def test_a_group_folds_into_one_row_where_its_newest_run_stands() -> None:
     lines = job_lines(sample_runs())
     assert _names(lines) == ["mnist-cnn", "queued", "broken", "sweep", "old-cancel"]
     row = lines[3]
-    assert row.key == group_row_key(GROUP) and not row.expanded
+    assert row.key == group_row_key(SWEEP_ID) and not row.expanded
     assert row.group is not None and [m.name for m in row.group.members] == SWEEP
     # A single run of a group (every training run has one) is shown as that run.
     assert lines[0].group is None and lines[0].run is not None and lines[0].run.group is None
@@ -93,8 +94,23 @@ def test_a_group_folds_into_one_row_where_its_newest_run_stands() -> None:
     assert job_lines([lone])[0].run is lone
 
 
+def test_runs_submitted_one_by_one_stay_rows_of_their_own_though_they_compare_as_one() -> None:
+    # Two plain submits of the same form: one comparison group, but no sweep. Folded, the
+    # run just submitted would vanish behind a closed "experiment  2 runs" row.
+    first, second = (
+        replace(sample_runs()[0], run_id=f"20231114-23000{i}-mnist-000{i}", group=GROUP)
+        for i in range(2)
+    )
+    lines = job_lines([second, first])
+    assert [line.run for line in lines] == [second, first]
+    assert all(line.group is None for line in lines)
+    # Made one by the user (the same sweep id), they fold.
+    folded = job_lines([replace(r, sweep="s1") for r in (second, first)])
+    assert len(folded) == 1 and folded[0].group is not None and folded[0].key == "group:s1"
+
+
 def test_an_open_group_lists_its_members_under_it_in_order() -> None:
-    lines = job_lines(sample_runs(), expanded={GROUP})
+    lines = job_lines(sample_runs(), expanded={SWEEP_ID})
     assert _names(lines) == ["mnist-cnn", "queued", "broken", "sweep", *SWEEP, "old-cancel"]
     assert lines[3].expanded
     assert [line.member for line in lines[4:7]] == [True, True, True]
@@ -115,7 +131,7 @@ def test_a_search_inside_a_group_shows_the_group_open_with_the_matches() -> None
 
 
 def test_a_group_row_shows_its_count_state_counts_and_hours() -> None:
-    group: RunGroup = multi_run_groups(live_sweep())[GROUP]
+    group: RunGroup = multi_run_groups(live_sweep())[SWEEP_ID]
     values = group_values(group, expanded=False)
     assert _cells(values, "name", "job", "state", "size", "hours", "reason") == {
         "name": "▸ sweep",
@@ -150,7 +166,7 @@ async def test_the_group_row_opens_closes_and_cancels_its_live_runs() -> None:
         screen = app.screen
         assert isinstance(screen, JobsScreen)
         table = screen.query_one(JobsTable)
-        key = group_row_key(GROUP)
+        key = group_row_key(SWEEP_ID)
         assert table.row_count == 5 and key in table.order  # 7 runs, the sweep's 3 in one row
         assert table.get_cell(key, "state") == "3 runs"
         assert table.get_cell(key, "reason") == "1 RUNNING 1 PENDING 1 FAILED"
@@ -177,7 +193,7 @@ async def test_the_group_row_opens_closes_and_cancels_its_live_runs() -> None:
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal), "the question")
         assert "2 queued or running runs of sweep" in app.screen.question
         await pilot.press("y")
-        await wait_until(pilot, lambda: ("cancel_group", GROUP) in fake.calls, "the cancel")
+        await wait_until(pilot, lambda: ("cancel_group", SWEEP_ID) in fake.calls, "the cancel")
         assert not any(call == "cancel" for call, _ in fake.calls)  # one call for the group
         await wait_until(
             pilot,
@@ -192,7 +208,7 @@ async def test_retry_on_the_group_row_retries_the_runs_that_ended_badly() -> Non
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         table = app.screen.query_one(JobsTable)
-        table.move_cursor(table.order.index(group_row_key(GROUP)))
+        table.move_cursor(table.order.index(group_row_key(SWEEP_ID)))
         await pilot.press("r")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal), "the question")
         await pilot.press("n")  # declined: nothing retried
@@ -201,7 +217,7 @@ async def test_retry_on_the_group_row_retries_the_runs_that_ended_badly() -> Non
         await pilot.press("r")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal), "the question")
         await pilot.press("y")
-        await wait_until(pilot, lambda: ("retry_group", GROUP) in fake.calls, "the retry")
+        await wait_until(pilot, lambda: ("retry_group", SWEEP_ID) in fake.calls, "the retry")
         failed = next(r.run_id for r in live_sweep() if r.name == "sweep-1x1")
         assert [run_id for call, run_id in fake.calls if call == "retry"] == [failed]
 

@@ -37,6 +37,21 @@ def resolve_run(cluster: Cluster, key: str) -> RunView:
     raise LookupError(f"{key!r} matches {len(prefix)} runs; give more of the run id")
 
 
+def resolve_run_or_job(cluster: Cluster, key: str) -> RunView | str:
+    """A run as :func:`resolve_run` finds it or, for a Slurm job id that is not one of
+    ddp-tui's runs (a job sent with plain ``sbatch``), that job id itself."""
+    from ddp_tui.remote.backends.job_ids import is_job_id
+
+    try:
+        return resolve_run(cluster, key)
+    except LookupError:
+        if is_job_id(key):
+            return key
+        raise LookupError(
+            f"no run or job matches {key!r} (give a run id, a prefix of one, or a job id)"
+        ) from None
+
+
 def resolve_group(cluster: Cluster, key: str) -> str:
     """A comparison group by its key, or the group of a run (id, prefix or job id)."""
     if key in cluster.groups():

@@ -4,9 +4,11 @@ Pure functions of the runs list (no widgets, no I/O): the Jobs screen calls
 :func:`job_lines` once per refresh or filter change, never per frame, and hands the lines to
 :class:`~ddp_tui.tui.jobs_table.JobsTable`.
 
-A group is the runs that share :attr:`RunView.group` (the sweep key). A group of one run is
-shown as that run: every training run has a group key, and a single run folded into a row of
-its own would only hide it.
+A group here is what the user submitted as one: the members of one sweep (its job arrays and
+the members submitted beside them), which share :attr:`RunView.sweep`. Runs submitted one by
+one stay rows of their own even when their specs are equal: they share a comparison group
+(:attr:`RunView.group`, for Compare), but folding them would hide the run just submitted
+behind a closed row. A sweep of one run is shown as that run.
 """
 
 from __future__ import annotations
@@ -121,11 +123,11 @@ def group_name(names: Sequence[str]) -> str:
 
 
 def multi_run_groups(runs: Sequence[RunView]) -> dict[str, RunGroup]:
-    """The groups of two or more runs, by group key, members in the order of ``runs``."""
+    """The sweeps of two or more runs, by sweep id, members in the order of ``runs``."""
     members: dict[str, list[RunView]] = {}
     for run in runs:
-        if run.group:
-            members.setdefault(run.group, []).append(run)
+        if run.sweep:
+            members.setdefault(run.sweep, []).append(run)
     return {
         key: RunGroup(key, group_name([r.name for r in group]), tuple(group))
         for key, group in members.items()
@@ -154,11 +156,11 @@ def job_lines(
     kept = [run for run in runs if keep is None or keep(run)]
     shown: dict[str, list[RunView]] = {}
     for run in kept:
-        if run.group in groups:
-            shown.setdefault(run.group, []).append(run)
+        if run.sweep in groups:
+            shown.setdefault(run.sweep, []).append(run)
     lines: list[JobLine] = []
     for run in kept:
-        group = groups.get(run.group or "")
+        group = groups.get(run.sweep or "")
         if group is None:
             lines.append(JobLine(run.run_id, run=run))
             continue

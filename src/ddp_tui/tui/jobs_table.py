@@ -320,8 +320,8 @@ class JobsTable(ScrollView, can_focus=True):
             elif line.run is not None:
                 values[line.key] = row_values(line.run, member=line.member)
                 mark = reason_style(line.run)
-                if line.member and line.run.group:
-                    parents[line.key] = line.run.group
+                if line.member and line.run.sweep:
+                    parents[line.key] = line.run.sweep
             else:
                 raise ValueError(f"job line {line.key!r} has neither a run nor a group")
             if mark:

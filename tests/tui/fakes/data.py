@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 NOW = 1_700_000_000.0
 #: The runs root of the fake's plans (each plan's run directory is under it).
 RUNS_ROOT = "/home/user/ddp-tui-runs"
+#: The sample sweep's id (its first member's run id): what folds its runs into one Jobs row.
+SAMPLE_SWEEP = "20231114-220000-sweep-0000"
 
 PARTITIONS = [
     PartitionInfo(
@@ -133,6 +135,7 @@ def sample_runs() -> list[RunView]:
                 name=f"sweep-{nodes}x{gpus}",
                 run_dir=f"/runs/sweep{index}",
                 group="9f2c4e1a7b3d5f60",
+                sweep=SAMPLE_SWEEP,
                 created_at=f"2023-11-14T22:00:{index}0+00:00",
                 spec=sweep.replace(name=f"sweep-{nodes}x{gpus}", nodes=nodes, gpus_per_node=gpus),
                 attempts=(fixed_attempt(f"103{index}"),),

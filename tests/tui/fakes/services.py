@@ -273,12 +273,12 @@ class FakeGroups:
 
     def cancel_group(self, group: str) -> list[str]:
         self.state.calls.append(("cancel_group", group))
-        live = self.state.cancelled(lambda r: r.group == group and r.state.is_active)
+        live = self.state.cancelled(lambda r: group in (r.group, r.sweep) and r.state.is_active)
         return [r.job_id or "" for r in live]
 
     def retry_group(self, group: str) -> GroupRetry:
         self.state.calls.append(("retry_group", group))
-        members = [(r.run_id, r.state) for r in self.state.runs if r.group == group]
+        members = [(r.run_id, r.state) for r in self.state.runs if group in (r.group, r.sweep)]
         return retry_group(members, self.retry)  # the real choice of which runs to retry
 
     def compare(self, group: str) -> pd.DataFrame:

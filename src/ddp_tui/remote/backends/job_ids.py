@@ -32,6 +32,15 @@ _ITEM = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
 _CUT = "..."
 
 
+#: One job or one array task, as a user names it on the command line (``1234``, ``1234_5``).
+_ONE_JOB = re.compile(r"\d+(?:_\d+)?")
+
+
+def is_job_id(text: str) -> bool:
+    """Whether ``text`` names one job or one array task (not a group, not a step)."""
+    return _ONE_JOB.fullmatch(text) is not None
+
+
 def task_id(master: str, index: int) -> str:
     """The id Slurm gives task ``index`` of array ``master`` (what ``sbatch --parsable``
     printed): ``task_id("1234", 5) == "1234_5"``."""

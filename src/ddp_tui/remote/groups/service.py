@@ -121,13 +121,15 @@ class GroupsService:
         )
 
     def cancel_group(self, group: str) -> list[str]:
-        """Cancel every live job of the group's runs: a job array with one call
+        """Cancel every live job of the group's runs (``group``: a group key, or a sweep's
+        id for that sweep's members only): a job array with one call
         (:mod:`ddp_tui.remote.groups.group_control`); returns the ids cancelled."""
-        infos = [i for i in self.store.list_runs() if i.group == group]
+        infos = [i for i in self.store.list_runs() if group in (i.group, i.sweep)]
         return cancel_group(self.scheduler, infos)
 
     def retry_group(self, group: str) -> GroupRetry:
-        """Retry each run of the group that ended without finishing (failed, cancelled,
-        timed out, ...), each as its own new attempt; the others are left as they are."""
-        views = [v for v in self._refreshed() if v.group == group]
+        """Retry each run of the group (a group key, or a sweep's id) that ended without
+        finishing (failed, cancelled, timed out, ...), each as its own new attempt; the
+        others are left as they are."""
+        views = [v for v in self._refreshed() if group in (v.group, v.sweep)]
         return retry_group([(v.run_id, v.state) for v in views], self._retry)

@@ -110,6 +110,7 @@ def build_view(
         name=spec.name,
         run_dir=info.ref.path,
         group=info.group,
+        sweep=info.sweep,
         created_at=info.created_at,
         spec=spec,
         attempts=attempts,

@@ -91,6 +91,9 @@ class RunView:
     #: What is wrong with the run directory, file by file (empty: nothing found). A damaged
     #: run shows as DAMAGED; :attr:`state` stays its job's, for cancel and retry.
     damage: tuple[Damage, ...] = ()
+    #: The sweep the run was submitted in (its id), or None: what folds into one Jobs row.
+    #: :attr:`group` is wider: every run of an equal spec, compared together.
+    sweep: str | None = None
 
     @property
     def job_id(self) -> str | None:

@@ -150,6 +150,13 @@ class RunInfo:
         return group if isinstance(group, str) else None
 
     @property
+    def sweep(self) -> str | None:
+        """The sweep the run was submitted in (None: submitted alone, or made before runs
+        said so)."""
+        sweep = self.spec_json.get("sweep")
+        return sweep if isinstance(sweep, str) and sweep else None
+
+    @property
     def created_at(self) -> str:
         return str(self.spec_json.get("created_at", ""))
 
@@ -233,6 +240,7 @@ class RunStore:
         kind: str = "train",
         run_id: str | None = None,
         snapshot: SnapshotManifest | None = None,
+        sweep: str | None = None,
     ) -> RunRef:
         """Create a complete run directory, or nothing at all.
 
@@ -274,6 +282,7 @@ class RunStore:
                 "ddp_tui_version": ddp_tui.__version__,
                 "created_at": _utc_now(),
                 "group": group,
+                "sweep": sweep,
                 "kind": kind,
                 "run_id": run_id,
             }

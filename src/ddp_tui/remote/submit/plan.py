@@ -43,6 +43,10 @@ class SubmitPlan:
     #: A user's script: the project files submit copies into the run (None: in place, or
     #: the built-in trainer).
     snapshot: SnapshotManifest | None = None
+    #: The sweep the run is a member of (its id: the first member's run id), or None for a
+    #: run submitted alone. What the user submitted as one folds into one Jobs row;
+    #: ``group`` is wider (every run of an equal spec, for Compare).
+    sweep: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -63,6 +63,7 @@ def create_planned_run(store: RunStore, plan: SubmitPlan) -> RunRef:
             kind=plan.kind,
             run_id=plan.run_id,
             snapshot=snapshot,
+            sweep=plan.sweep,
         )
     except RunExists as exc:
         raise ValidationFailed(

@@ -130,6 +130,10 @@ def plan_sweep(
     limit = sweep.max_concurrent
     group = spec.group_key()
     plans = tuple(member_plan(plan_one(m.spec, group), m.index) for m in members)
+    if plans and plans[0].ok:
+        # One id for what the user submitted as one: the first member's run id, unique
+        # under the runs root and made at plan time like every run id.
+        plans = tuple(replace(p, sweep=plans[0].run_id) for p in plans)
     arrays: tuple[ArrayPlan, ...] = ()
     if all(p.ok for p in plans):
         arrays = _arrays(plans, spec.name, scheduler, runs_root, limit)

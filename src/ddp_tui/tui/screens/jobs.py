@@ -103,8 +103,8 @@ class JobsScreen(BaseScreen):
         if select is not None and not any(line.key == select for line in lines):
             # A run behind its group's closed row (a sweep just submitted): the group's row.
             run = self.ddp_app.run_by_id(select)
-            if run is not None and run.group:
-                select = group_row_key(run.group)
+            if run is not None and run.sweep:
+                select = group_row_key(run.sweep)
         table.show_lines(lines, select=select)
         self.query_one("#empty", Static).display = snapshot is not None and not runs
         self._render_status()
