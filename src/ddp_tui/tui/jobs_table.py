@@ -264,7 +264,26 @@ class JobsTable(ScrollView, can_focus=True):
         self._marks: dict[str, str] = {}  # row key -> reason_style(), where it has one
         self._groups: dict[str, RunGroup] = {}  # group rows' keys -> their group
         self._parents: dict[str, str] = {}  # member rows' run ids -> their group's key
+        #: The columns shown (indices into COLUMNS, in order): the column picker's choice.
+        self.shown: tuple[int, ...] = tuple(range(len(COLUMNS)))
         self._width = sum(width + _GAP for _, _, width in COLUMNS)
+
+    def show_columns(self, keys: Sequence[str]) -> None:
+        """Show only the columns named (the name column always); the rows keep every
+        value, so a column shown again needs no refresh."""
+        wanted = {"name", *keys}
+        unknown = wanted - {key for key, _, _ in COLUMNS}
+        if unknown:
+            raise ValueError(f"no such column: {', '.join(sorted(unknown))}")
+        self.shown = tuple(i for i, (key, _, _) in enumerate(COLUMNS) if key in wanted)
+        self._width = sum(COLUMNS[i][2] + _GAP for i in self.shown)
+        self.virtual_size = Size(self._width, len(self.order) + 1)
+        self.refresh()
+
+    @property
+    def shown_columns(self) -> tuple[str, ...]:
+        """The keys of the columns shown, in order."""
+        return tuple(COLUMNS[i][0] for i in self.shown)
 
     # -- data -------------------------------------------------------------------
 
@@ -457,18 +476,21 @@ class JobsTable(ScrollView, can_focus=True):
         marked = None
         if mark:
             marked = self.get_component_rich_style(f"jobs-table--{mark}", partial=True)
-        # The reason column takes what the fixed columns leave of the window.
-        rest = max(COLUMNS[_REASON][2], width - (self._width - COLUMNS[_REASON][2]))
-        for index, ((_, _, cell_width), text) in enumerate(zip(COLUMNS, cells, strict=True)):
+        # The last column shown takes what the others leave of the window (the reason,
+        # unless the column picker hid it).
+        last = self.shown[-1]
+        rest = max(COLUMNS[last][2], width - (self._width - COLUMNS[last][2]))
+        for index in self.shown:
+            cell_width, text = COLUMNS[index][2], cells[index]
             cell_style = style
             if state is not None and index == _STATE:
                 cell_style = style + Style.parse(_state_style(state))
                 if marked is not None and mark == "stalled":  # its state is marked too
                     cell_style = cell_style + marked
-            if index == _REASON:
+            if index == _REASON and marked is not None:
+                cell_style = style + marked
+            if index == last:
                 cell_width = rest
-                if marked is not None:
-                    cell_style = style + marked
                 if cell_len(text) > cell_width:
                     text = set_cell_size(text, cell_width - 1) + "…"
             segments.append(Segment(" " * _GAP + set_cell_size(text, cell_width), cell_style))

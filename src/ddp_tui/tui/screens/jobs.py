@@ -17,6 +17,7 @@ from textual.widgets import Footer, Input, Static
 from ddp_tui.tui.cluster_io import Request
 from ddp_tui.tui.header import StatusHeader
 from ddp_tui.tui.job_groups import RunGroup, group_row_key, job_lines
+from ddp_tui.tui.job_sorting import sort_lines
 from ddp_tui.tui.jobs_table import COLUMNS, JobsTable, group_hour_totals, row_values, run_matches
 from ddp_tui.tui.messages import ActionDone, ChecksReady
 from ddp_tui.tui.run_summary import run_size
@@ -42,11 +43,16 @@ class JobsScreen(BaseScreen):
         Binding("s", "compare", "Compare"),
         Binding("slash", "filter", "Filter"),
         Binding("f", "toggle_finished", "Finished"),
+        Binding("o", "sort", "Sort"),
+        Binding("t", "columns", "Columns"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
     show_finished: var[bool] = var(True)
     filter_text: var[str] = var("")
+    #: The column the table is sorted by (None: newest first), and which way.
+    sort_column: var[str | None] = var(None)
+    sort_descending: var[bool] = var(False)
 
     def __init__(self) -> None:
         super().__init__()
@@ -93,11 +99,15 @@ class JobsScreen(BaseScreen):
         table = self.query_one(JobsTable)
         kept = {run.run_id for run in runs if self.keeps(run)}
         self._kept = len(kept)
-        lines = job_lines(
-            runs,
-            expanded=self.expanded,
-            keep=lambda run: run.run_id in kept,
-            reveal=bool(self.filter_text),
+        lines = sort_lines(
+            job_lines(
+                runs,
+                expanded=self.expanded,
+                keep=lambda run: run.run_id in kept,
+                reveal=bool(self.filter_text),
+            ),
+            self.sort_column,
+            descending=self.sort_descending,
         )
         select = select or self.ddp_app.take_selection()
         if select is not None and not any(line.key == select for line in lines):
@@ -124,6 +134,9 @@ class JobsScreen(BaseScreen):
             parts.append(f"filter {self.filter_text!r}")
         if not self.show_finished:
             parts.append("finished hidden (f)")
+        if self.sort_column is not None:
+            label = next(label for key, label, _ in COLUMNS if key == self.sort_column)
+            parts.append(f"by {label} {'↓' if self.sort_descending else '↑'} (o)")
         group = table.selected_group
         selected = self.ddp_app.run_by_id(table.selected_run_id or "")
         if group is not None:
@@ -144,6 +157,39 @@ class JobsScreen(BaseScreen):
     def watch_filter_text(self) -> None:
         if self.is_mounted:
             self._render_snapshot()
+
+    # -- sort and columns -------------------------------------------------------
+
+    def action_sort(self) -> None:
+        """Pick the column to sort by (the same one again flips its direction)."""
+        # Imported here: its widgets are not needed for the first paint.
+        from ddp_tui.tui.table_options import SortModal
+
+        columns = [(key, label) for key, label, _ in COLUMNS]
+
+        def chosen(choice: tuple[str | None, bool] | None) -> None:
+            if choice is not None:
+                self.sort_by(*choice)
+
+        self.app.push_screen(SortModal(columns, self.sort_column, self.sort_descending), chosen)
+
+    def sort_by(self, column: str | None, descending: bool = False) -> None:
+        """Sort the table by ``column`` (None: newest first); groups keep their members."""
+        self.sort_column, self.sort_descending = column, descending
+        self._render_snapshot()
+
+    def action_columns(self) -> None:
+        """Pick the columns shown."""
+        from ddp_tui.tui.table_options import ColumnsModal
+
+        table = self.query_one(JobsTable)
+
+        def chosen(keys: list[str] | None) -> None:
+            if keys is not None:
+                table.show_columns(keys)
+
+        columns = [(key, label) for key, label, _ in COLUMNS]
+        self.app.push_screen(ColumnsModal(columns, table.shown_columns), chosen)
 
     # -- filter ---------------------------------------------------------------
 
