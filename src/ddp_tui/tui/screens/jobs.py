@@ -43,8 +43,8 @@ class JobsScreen(BaseScreen):
         Binding("s", "compare", "Compare"),
         Binding("slash", "filter", "Filter"),
         Binding("f", "toggle_finished", "Finished"),
-        Binding("o", "sort", "Sort"),
-        Binding("t", "columns", "Columns"),
+        Binding("o", "sort", "Sort", show=False),  # in help (?): the footer is full
+        Binding("t", "columns", "Columns", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
