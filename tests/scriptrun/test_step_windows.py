@@ -120,6 +120,41 @@ def test_a_logged_window_waits_for_the_journal_that_covers_it_and_takes_its_rate
     assert w.steps_completed == 11
 
 
+def test_windows_read_after_the_journal_ran_ahead_each_take_their_own_steps() -> None:
+    # A busy node: the wrapper reads the script's lines late, after the journal's records
+    # for the steps that followed them. Each window still gets the steps up to its own
+    # line, not the first window all of them and the last none.
+    w = StepWindows()
+    w.journal(counters(100.0, 1), now=100.0)
+    for t, steps in ((102.0, 11), (103.0, 20), (104.0, 21)):
+        assert w.journal(counters(t, steps), now=t) == []
+    # Step 10's line, read at 103.5, is covered by the records already read: due at once.
+    (first,) = w.line(StepRecord(step=10, loss=3.0, values={"train_loss": 3.0}), now=103.5)
+    assert w.line(StepRecord(step=20, loss=2.0, values={"train_loss": 2.0}), now=105.0) == []
+    (second,) = w.finish(now=106.0)
+    assert (first.step, second.step) == (10, 20)
+    # Steps 1 to 11, 8 samples each, in 2 s; then 11 to 20 in 1 s.
+    assert first.values["throughput_samples_per_sec"] == pytest.approx(40.0)
+    assert second.values["throughput_samples_per_sec"] == pytest.approx(72.0)
+    # Each window's own steps at its interval's pace: 9 steps at 0.2 s, 10 at 1/9 s.
+    assert first.values["epoch_time_sec"] == pytest.approx(1.8)
+    assert second.values["epoch_time_sec"] == pytest.approx(10 / 9)
+
+
+def test_windows_faster_than_the_journal_share_its_interval() -> None:
+    # A quick loop: every line between two records (at most one a second). Each window
+    # gets the interval's rates, and its own length from its steps.
+    w = StepWindows()
+    w.journal(counters(100.0, 1), now=100.0)
+    for step, t in ((10, 100.02), (20, 100.04), (30, 100.06)):
+        assert w.line(StepRecord(step=step, loss=1.0, values={"train_loss": 1.0}), now=t) == []
+    windows = w.journal(counters(100.5, 31, final=True), now=100.5)
+    assert [x.step for x in windows] == [10, 20, 30]
+    for x in windows:
+        assert x.values["throughput_samples_per_sec"] == pytest.approx(30 * 8 / 0.5)
+    assert [round(x.values["epoch_time_sec"], 4) for x in windows] == [0.15, 0.1667, 0.1667]
+
+
 def test_an_evaluation_line_joins_the_window_of_its_step() -> None:
     w = StepWindows()
     w.line(StepRecord(step=20, loss=2.6, values={"train_loss": 2.6, "val_loss": 2.7}), now=1.0)

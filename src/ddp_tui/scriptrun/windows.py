@@ -82,6 +82,10 @@ class StepWindows:
         self.lines_seen = False
         self.last: Counters | None = None  # the newest journal counters
         self.base: Counters | None = None  # those at the last window written
+        #: The journal's records a logged window may still need, oldest first: from the
+        #: start of the interval the last logged window fell in.
+        self.records: list[Counters] = []
+        self._window_step: int | None = None  # the step of the last logged window
         self._loss_sum = 0.0
         self._loss_steps = 0
         self.last_step: int | None = None  # the newest step a window or the journal reached
@@ -128,6 +132,7 @@ class StepWindows:
         if self.base is None:
             self.base = found
         self.last = found
+        self.records.append(found)
         if found.loss is not None:
             self._loss_sum += found.loss * found.loss_steps
             self._loss_steps += found.loss_steps
@@ -150,12 +155,11 @@ class StepWindows:
             return []
         for w in ready:
             del self.pending[w.step]
-        rates = self._rates()
-        for w in sorted(ready, key=lambda w: w.step):
-            for column, value in rates.items():
+        ready.sort(key=lambda w: w.step)
+        for w in ready:
+            for column, value in self._window_rates(w.step).items():
                 w.values.setdefault(column, value)
         self.made += len(ready)
-        ready.sort(key=lambda w: w.step)
         with_loss = [w.step for w in ready if "train_loss" in w.values]
         if with_loss:
             self._written_with_loss = with_loss[-1]
@@ -171,13 +175,52 @@ class StepWindows:
 
     def _own(self) -> Window:
         assert self.last is not None
+        self.records = [self.last]  # no logged window will read the older ones
         window = Window(self.last.steps, self._rates(), arrived=self.last.t)
         self.last_step = self.last.steps
         self.made += 1
         return window
 
+    def _window_rates(self, step: int) -> dict[str, float]:
+        """A logged window's rates: the journal's over the interval that holds ``step``,
+        from the record before the first one at or past it (or, where the journal has not
+        reached the step yet, over its last interval).
+
+        Records come at most once a second and lines may come faster, so windows inside
+        one interval share its rates; each window's own length is its steps at the
+        interval's pace. Taking the interval by step, not by when the line was read, keeps
+        a window read late (a busy node: the journal ahead of the script's lines) from
+        taking the steps of the windows after it.
+        """
+        out: dict[str, float] = {}
+        records = self.records
+        end = next((i for i, c in enumerate(records) if c.steps >= step), len(records) - 1)
+        if end < 1:
+            return out  # at or before the first record (an evaluation before any step)
+        start, last = records[end - 1], records[end]
+        seconds, steps = last.t - start.t, last.steps - start.steps
+        if seconds > 0:
+            for column, a, b in (
+                ("throughput_samples_per_sec", start.samples, last.samples),
+                ("tokens_per_sec", start.tokens, last.tokens),
+            ):
+                if a is not None and b is not None and b >= a:
+                    out[column] = (b - a) * self.world_size / seconds
+            since = self._window_step if self._window_step is not None else start.steps
+            if steps > 0 and step > since:
+                # The window's own length (what the advisor and Compare read as a row's
+                # time where a script has no epochs; docs/architecture.md, metrics.csv).
+                out["epoch_time_sec"] = (step - since) * seconds / steps
+        if last.lr is not None:
+            out["lr"] = last.lr
+        if last.loss is not None:
+            out["train_loss"] = last.loss
+        self._window_step = step
+        self.records = records[end - 1 :]
+        return out
+
     def _rates(self) -> dict[str, float]:
-        """What the journal says of the steps since the last window; the journal moves on."""
+        """ddp-tui's own window: what the journal says of the steps since the last one."""
         out: dict[str, float] = {}
         base, last = self.base, self.last
         if base is not None and last is not None:
