@@ -68,11 +68,14 @@ class RunFailed(RuntimeError):
         self.tail = tail
 
 
-def _run(cmd: list[str], what: str, timeout: float | None) -> subprocess.CompletedProcess[str]:
+def _run(
+    cmd: list[str], what: str, timeout: float | None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.run(
-            cmd, env=_env(), capture_output=True, text=True, check=False, timeout=timeout
-        )
+            cmd, env={**_env(), **(env or {})}, capture_output=True, text=True, check=False,
+            timeout=timeout,
+        )  # fmt: skip
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"") + (exc.stderr or b"")
         tail = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
@@ -92,10 +95,12 @@ def run_trainer(
     index: int,
     extra: tuple[str, ...] = (),
     timeout: float | None = None,
+    env: dict[str, str] | None = None,
 ) -> list[float]:
     """One trainer run; global samples/s per epoch, from its own metrics.csv.
 
-    ``extra``: more trainer arguments (``--compile``, ``--precision bf16``, ...).
+    ``extra``: more trainer arguments (``--compile``, ``--precision bf16``, ...); ``env``: more
+    environment variables.
     """
     run_dir = workdir / f"trainer-{index}"
     args = [
@@ -110,7 +115,7 @@ def run_trainer(
         args += ["--max-steps-per-epoch", str(cfg.max_steps)]
     if not cfg.gpu:
         args += ["--precision", "off", "--no-channels-last"]
-    _run(_torchrun(cfg.nproc, [*args, *extra]), "trainer run", timeout)
+    _run(_torchrun(cfg.nproc, [*args, *extra]), "trainer run", timeout, env)
     with (run_dir / "metrics.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     return [float(r["throughput_samples_per_sec"]) for r in rows]
@@ -159,7 +164,8 @@ def plain_worker(cfg: argparse.Namespace) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, DistributedSampler
 
-    from ddp_tui.trainer.data import SyntheticClassification
+    from ddp_tui.trainer.data import SYNTHETIC_NORMALIZATION, SyntheticClassification
+    from ddp_tui.trainer.device_input import normalize
     from ddp_tui.trainer.models import build_model
 
     local_rank = int(os.environ["LOCAL_RANK"])
@@ -203,6 +209,12 @@ def plain_worker(cfg: argparse.Namespace) -> None:
             return contextlib.nullcontext()
         return torch.autocast(device.type, dtype=dtype)
 
+    def to_input(x: torch.Tensor) -> torch.Tensor:
+        # The samples are uint8, as the trainer's: made floats on the device, in the autocast
+        # dtype and the memory format.
+        x = x.to(device, non_blocking=True)
+        return normalize(x, SYNTHETIC_NORMALIZATION, dtype or torch.float32, cfg.channels_last)
+
     def batches() -> Any:
         # As many steps as the loader would give; the loop below applies --max-steps to both.
         return iter(loader) if not cfg.data_on_device else (fixed for _ in range(len(loader)))
@@ -210,7 +222,7 @@ def plain_worker(cfg: argparse.Namespace) -> None:
     fixed: tuple[torch.Tensor, torch.Tensor] | None = None
     if cfg.data_on_device:
         x0, y0 = next(iter(loader))
-        fixed = (x0.to(device, memory_format=memory_format), y0.to(device))
+        fixed = (to_input(x0), y0.to(device))
     rates: list[float] = []
     for epoch in range(cfg.epochs):
         sampler.set_epoch(epoch)
@@ -219,7 +231,8 @@ def plain_worker(cfg: argparse.Namespace) -> None:
         for step, (x, y) in enumerate(batches()):
             if cfg.max_steps and step >= cfg.max_steps:
                 break
-            x = x.to(device, non_blocking=True, memory_format=memory_format)
+            if x.dtype == torch.uint8:  # the fixed batch is made once, before the loop
+                x = to_input(x)
             y = y.to(device, non_blocking=True)
             opt.zero_grad(set_to_none=True)
             with autocast():

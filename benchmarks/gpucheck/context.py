@@ -26,6 +26,7 @@ class Context:
     deadline: float  # time.monotonic() by which the check must end
     site: Path | None = None  # carried packages, installed here
     peak_flops: float | None = None  # the device's dense bf16 peak, from the trainer's table
+    rates: dict[str, float] = field(default_factory=dict)  # medians measured, by label
     log_lines: list[str] = field(default_factory=list)
 
     @property

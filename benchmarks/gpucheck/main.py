@@ -5,6 +5,8 @@ Steps, in this order (the cheap, decisive ones before ``torch.compile``'s minute
 1. environment  the carried wheels installed; the device, driver, NCCL and the peak for MFU
 2. throughput   the trainer against a plain loop (ResNet-50 bf16 channels_last, batch 256) and
                 the model's ceiling with the data on the device; img/s and MFU
+   input        the trainer's input pipeline against that ceiling: an ImageFolder of JPEGs made
+                on the spot (GPU decode) and the host loader on synthetic data; peak host RSS
 3. local job    ``ddp-tui submit --device cuda --backend nccl --gpus-per-node 1``: COMPLETED,
                 verify green, NVML rows in Resources, peak memory and MFU in metrics.csv
 4. run detail   the real app, headless, on that run: its tabs as SVG, the numbers checked
@@ -29,13 +31,14 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import detail, environment, flight, jobs, throughput
+from . import detail, environment, flight, input_pipeline, jobs, throughput
 from .context import REPO, Context, OutOfTime
 from .report import Report, Step
 
 STEPS = (
     "environment",
     "throughput",
+    "input_pipeline",
     "local_job",
     "run_detail",
     "script_job",
@@ -48,6 +51,7 @@ STEPS = (
 TITLES = {
     "environment": "Environment and carried packages",
     "throughput": "Trainer throughput against a plain loop",
+    "input_pipeline": "The input pipeline against the device's rate",
     "local_job": "The local-scheduler path with CUDA",
     "run_detail": "Run detail of that job",
     "script_job": "A user's own DDP script on the GPU",
@@ -70,7 +74,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=REPO / ".gpu-wheels",
         help="wheels to carry (make gpu-wheels)",
     )
-    p.add_argument("--budget-sec", type=float, default=420.0, help="stop starting work after this")
+    p.add_argument("--budget-sec", type=float, default=510.0, help="stop starting work after this")
     p.add_argument("--only", default="", help=f"comma-separated steps of: {', '.join(STEPS)}")
     p.add_argument("--cpu", action="store_true", help="act as if no CUDA device were visible")
     args = p.parse_args(argv)
@@ -130,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         actions: dict[str, Callable[[Step], None]] = {
             "environment": environment_step,
             "throughput": lambda step: throughput.compare(ctx, step, compiled=False),
+            "input_pipeline": lambda step: input_pipeline.check(ctx, step),
             "local_job": local_job_step,
             "run_detail": run_detail_step,
             "script_job": lambda step: jobs.script_job(ctx, step),

@@ -106,6 +106,7 @@ def compare(ctx: Context, step: Step, compiled: bool) -> None:
     except OutOfTime as exc:
         step.fail(f"out of time: {exc}")
     unit = "img/s" if ctx.cuda else "samples/s"
+    ctx.rates.update({m.label: m.median for m in measured.values()})  # for later steps
     for m in measured.values():
         step.details[f"{m.label} median"] = f"{m.median:,.0f} {unit}"
         if flops and ctx.peak_flops:

@@ -98,6 +98,11 @@ BUILTIN_DATASETS: Final = (
 DATASETS_NEEDING_ROOT: Final = tuple(d for d in BUILTIN_DATASETS if d != "synthetic")
 #: The shape of a synthetic sample (C,H,W) when none is given.
 SYNTHETIC_DEFAULT_SHAPE: Final = (1, 28, 28)
+#: The synthetic task's noise, in units of its class patterns' std, when none is given: enough
+#: that validation accuracy climbs over the default epochs instead of reaching 1.0 in the first.
+SYNTHETIC_DEFAULT_NOISE: Final = 9.0
+#: Where image folders' JPEGs are decoded: "auto" is the GPU on a CUDA device, else the CPU.
+DECODE_MODES: Final = ("auto", "cpu", "gpu")
 BACKENDS: Final = ("auto", "nccl", "gloo")
 LR_SCALINGS: Final = ("none", "linear")
 OPTIMIZERS: Final = ("sgd", "adamw")

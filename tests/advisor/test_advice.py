@@ -79,7 +79,7 @@ def test_an_unmet_deadline_names_the_fastest_size() -> None:
 
 def test_changes_appear_only_where_the_measurements_support_them() -> None:
     quiet = advise(AdvisorInputs("g", (run(1), run(2)), (table(2),)))
-    assert {c.kind for c in quiet.changes} & {"workers", "batch", "exclude"} == set()
+    assert {c.kind for c in quiet.changes} & {"data_wait", "batch", "exclude"} == set()
     hungry = advise(
         AdvisorInputs(
             "g",
@@ -88,8 +88,8 @@ def test_changes_appear_only_where_the_measurements_support_them() -> None:
         )
     )
     kinds = {c.kind: c for c in hungry.changes}
-    assert "workers" in kinds and "batch" in kinds
-    workers = kinds["workers"].numbers
+    assert "data_wait" in kinds and "batch" in kinds
+    workers = kinds["data_wait"].numbers
     assert workers["data_share"] >= 0.10
     # Hiding the data wait speeds one rank as much as many: the epoch, not the scaling.
     assert workers["epoch_time_after_sec"] < workers["epoch_time_before_sec"]

@@ -105,4 +105,4 @@ def test_the_advice_on_the_recorded_group() -> None:
     kinds = {c.kind: c.numbers for c in advice.changes}
     assert "accumulation" in kinds
     assert kinds["accumulation"]["efficiency_after"] > kinds["accumulation"]["efficiency_before"]
-    assert "workers" not in kinds  # the data wait is under 1% of an epoch
+    assert "data_wait" not in kinds  # the data wait is under 1% of an epoch

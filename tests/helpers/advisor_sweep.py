@@ -39,11 +39,10 @@ def resnet_spec(*, steps: int, epochs: int, name: str = "advise") -> ExperimentS
         backend="gloo",
         nodes=1,
         gpus_per_node=1,
-        # One thread a process at every size (OMP_NUM_THREADS is cpus_per_task over the
-        # processes): a process is the unit the advisor scales, as a GPU is. With 2, the
-        # 1-process run had two OpenMP threads and, on this busy 2-core machine, took 3x as
-        # long a step as each rank of the 2-process run (an "efficiency" of 265 %).
-        cpus_per_task=1,
+        # cpus_per_task as a user leaves it (4): the local scheduler gives the job no more than
+        # the machine's CPUs, and its processes share them as threads (2 threads for 1
+        # process on a 2-core machine, 1 each for 2). The advisor's model scales compute by
+        # the cores a rank has (docs/advisor.md, "Ranks that share a node's cores").
         epochs=epochs,
         max_steps_per_epoch=steps,
         batch_per_gpu=32,

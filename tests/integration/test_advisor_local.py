@@ -3,6 +3,8 @@
 processes on the same partition (tests/helpers/advisor_sweep.py), all real jobs of the real
 trainer. Then, as a user would, the installed ``ddp-tui``:
 
+- each rank has as many threads as cores: the spec asks 4 CPUs, the job gets the machine's
+  at most, its processes share them (run.json's ``cpu``, the log's line);
 - ``advise GROUP --json`` has the issue's keys: measured breakdowns at 1 and 2 (four parts,
   numbers), a prediction for 4 (not run), a backtest error at 2, a recommendation with its
   reason; a run id in place of the group gives the same advice;
@@ -18,6 +20,7 @@ benchmarks/bench_advisor.py measures it. One sweep serves every test of the file
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -75,6 +78,23 @@ def test_measured_sizes_have_a_four_part_breakdown(advice: dict[str, Any]) -> No
         assert breakdown["compute_sec"] > 0, breakdown
         # The preflight was on the same partition and device: the fabric is measured.
     assert sizes[2]["measured"]["breakdown"]["comm_sec"] > 0, sizes[2]
+
+
+def test_each_rank_has_as_many_threads_as_cores_it_has(sweep: Sweep) -> None:
+    # The spec asks 4 CPUs (as a user leaves it); the local job gets no more than the
+    # machine's, and its processes share them as threads: torch's own count, in run.json.
+    cpus = len(os.sched_getaffinity(0))
+    cores = min(4, cpus)
+    for n, view in sweep.runs.items():
+        threads = max(1, cores // n)
+        doc = json.loads((Path(view.run_dir) / "run.json").read_text())
+        assert doc["cpu"] == {"threads": threads, "ranks_on_node": n, "cpus": cpus, "cores": cores}
+        log = "".join(p.read_text() for p in Path(view.run_dir).glob("slurm-*.out"))
+        line = f"threads per rank={threads} ({cores} of this node's {cpus} CPUs for {n} rank(s))"
+        assert f"[ddp-tui] {line}" in log, log
+        # A rank of several threads times its calibration on one too: what threads buy.
+        one = doc["calibration"]["one_thread_fwd_bwd_sec"]
+        assert (one is not None and one > 0) if threads > 1 else one is None, doc["calibration"]
 
 
 def test_a_size_not_run_is_predicted(advice: dict[str, Any]) -> None:

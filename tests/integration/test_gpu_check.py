@@ -62,6 +62,7 @@ def test_without_cuda_it_says_so_checks_its_cpu_side_and_exits_0(
     assert status == {
         "environment": PASS,
         "throughput": PASS,
+        "input_pipeline": PASS,
         "local_job": PASS,
         "run_detail": PASS,
         "script_job": PASS,
@@ -84,6 +85,11 @@ def test_the_cpu_run_measures_both_sides_and_runs_the_users_path(
         assert len(details[f"{side} img/s per epoch"]) == 2  # both epochs, warm-up included
     # No target on a CPU: the numbers are the harness's, not a GPU's.
     assert steps["throughput"]["targets"] == []
+    pipeline = steps["input_pipeline"]
+    assert pipeline["targets"] == [] and "cpu decode" in pipeline["summary"]
+    assert "no CUDA device" in pipeline["details"]["image folder decode"]
+    for side in ("host loader, synthetic", "image folder"):
+        assert "GiB" in pipeline["details"][f"{side} host RSS at the peak"]
     job = steps["local_job"]
     assert job["details"]["state"] == "COMPLETED" and job["details"]["run.json backend"] == "gloo"
     assert "[ok  ] world size and backend match the spec" in job["evidence"]["ddp-tui verify"]

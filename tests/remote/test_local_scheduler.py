@@ -21,6 +21,7 @@ from ddp_tui.remote.backends.local import (
     requested_nodes,
     sbatch_options,
 )
+from ddp_tui.remote.backends.local.supervisor import cpu_env
 from ddp_tui.remote.backends.scheduler import SchedulerError
 from ddp_tui.remote.backends.states import JobState
 
@@ -280,9 +281,40 @@ def test_version_and_partition_describe_this_machine(env: Env) -> None:
     (part,) = sched.partitions()
     assert part.name == "local"
     assert part.nodes == 1 and part.max_nodes == 1
-    assert part.cpus_per_node == os.cpu_count()
+    # The CPUs a job may run on here (its affinity), what the job script sizes threads from.
+    assert part.cpus_per_node == len(os.sched_getaffinity(0))
     assert part.gpus_per_node >= 0
     assert part.is_default
+
+
+@pytest.mark.parametrize(
+    ("directives", "per_task", "on_node"),
+    [
+        ("#SBATCH --cpus-per-task=1\n", "1", 1),
+        ("#SBATCH --cpus-per-task=1\n#SBATCH --ntasks-per-node=2\n", "1", 2),
+        ("#SBATCH --cpus-per-task=999\n", "999", None),  # no more than the machine's
+        ("", None, None),  # nothing asked: the one job of the node may use it all
+    ],
+)
+def test_a_local_job_gets_slurms_cpu_counts_within_the_machine(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    directives: str,
+    per_task: str | None,
+    on_node: int | None,
+) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    script = tmp_path / "job.sbatch"
+    script.write_text(HEADER + directives + "true\n")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    env = cpu_env(str(script))
+    assert env.get("SLURM_CPUS_PER_TASK") == per_task
+    assert env["SLURM_CPUS_ON_NODE"] == str(min(on_node or cpus, cpus))
+    # Nothing holds a local job to cores of its own: its OpenMP threads wait asleep...
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+    # ... unless the user's environment says otherwise.
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert cpu_env(str(script))["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
 def test_sbatch_option_parsing() -> None:

@@ -275,3 +275,6 @@ def test_two_node_gloo_script_really_runs_across_two_hosts(
     run = json.loads((run_dir / "run.json").read_text())
     assert run["world_size"] == 2 and run["backend"] == "gloo"
     assert len(set(run["hosts"])) == 2, run
+    # Threads from Slurm's allocation (one CPU a node), however many the node has: torch's.
+    assert (run["cpu"]["cores"], run["cpu"]["threads"]) == (1, 1), run["cpu"]
+    assert "[ddp-tui] threads per rank=1 (1 of this node's" in out, out

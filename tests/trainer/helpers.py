@@ -28,13 +28,16 @@ _LAUNCH_VARS = (
     "GROUP_RANK",
 )
 
-# A tiny but real workload: 480 samples of 1x12x12 in 10 classes, 30 steps per rank and epoch.
+# A tiny but real workload: 480 samples of 1x12x12 in 10 classes, 30 steps per rank and epoch;
+# the easy synthetic task (noise 1.5), which two short epochs learn.
 STEPS_PER_EPOCH = 30
+TINY_NOISE = 1.5
 TINY = (
     "--model", "simple_cnn",
     "--synthetic-samples", "480",
     "--synthetic-val-samples", "101",
     "--synthetic-shape", "1,12,12",
+    "--synthetic-noise", str(TINY_NOISE),
     "--num-classes", "10",
     "--batch-size", "8",
     "--epochs", "2",

@@ -25,6 +25,7 @@ from tests.trainer.helpers import (
     REPO,
     STEPS_PER_EPOCH,
     TINY,
+    TINY_NOISE,
     explain,
     free_port,
     metrics_rows,
@@ -177,7 +178,8 @@ def test_global_validation_equals_a_single_process_evaluation(reference: tuple[P
     import torch
     import torch.nn.functional as F
 
-    from ddp_tui.trainer.data import SyntheticClassification
+    from ddp_tui.trainer.data import SYNTHETIC_NORMALIZATION, SyntheticClassification
+    from ddp_tui.trainer.device_input import normalize
     from ddp_tui.trainer.models import build_model
 
     run_dir, _ = reference
@@ -185,8 +187,8 @@ def test_global_validation_equals_a_single_process_evaluation(reference: tuple[P
     model = build_model("simple_cnn", (1, 12, 12), 10)
     model.load_state_dict(state["model"])
     model.eval()
-    val = SyntheticClassification(101, (1, 12, 12), 10, seed=7, split=1)
-    x = torch.stack([val[i][0] for i in range(len(val))])
+    val = SyntheticClassification(101, (1, 12, 12), 10, seed=7, split=1, noise=TINY_NOISE)
+    x = normalize(torch.stack([val[i][0] for i in range(len(val))]), SYNTHETIC_NORMALIZATION)
     y = torch.tensor([val[i][1] for i in range(len(val))])
     with torch.no_grad():
         out = model(x)

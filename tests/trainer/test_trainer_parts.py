@@ -231,4 +231,4 @@ def test_batches_made_on_the_device_are_the_loaders_batches(rank: int, skip: int
     assert len(made) == -(-(19 - skip) // 4)
     for (x, y), (lx, ly) in zip(made, loaded, strict=True):
         assert torch.equal(y, ly)
-        assert torch.allclose(x, lx, atol=1e-6)
+        assert x.dtype == lx.dtype == torch.uint8 and torch.equal(x, lx)

@@ -151,6 +151,11 @@ def _usage(argv: list[str]) -> UsageError:
         (["--timeout-sec", "0"], "--timeout-sec"),
         (["--num-classes", "1"], "--num-classes"),
         (["--dataset", "tabular", "--data-root", "/tmp", "--data-on-device"], "--data-on-device"),
+        (["--prefetch", "0"], "--prefetch"),
+        (["--synthetic-noise", "-1"], "--synthetic-noise"),
+        (["--synthetic-noise", "inf"], "--synthetic-noise"),
+        (["--decode", "gpu"], "--decode"),  # the synthetic task has no files to decode
+        (["--hflip"], "--hflip"),
     ],
 )
 def test_bad_arguments_name_the_argument(argv: list[str], argument: str) -> None:
@@ -184,7 +189,8 @@ def test_contract_flags_all_parse() -> None:
         "--optimizer adamw --momentum 0.8 --weight-decay 0.01 --schedule step --warmup-epochs 1 "
         "--step-size 2 --gamma 0.5 --precision bf16 --no-channels-last --compile --grad-accum 2 "
         "--workers 3 --seed 4 --backend gloo --timeout-sec 30 --ckpt-every-steps 10 "
-        "--progress-every 5 --max-steps-per-epoch 7"
+        "--progress-every 5 --max-steps-per-epoch 7 --prefetch 2 --synthetic-noise 3 "
+        "--decode cpu"
     )
     cfg = parse_args(argv.split())
     assert cfg.channels_last is False and cfg.compile and cfg.download

@@ -115,6 +115,25 @@ def test_the_local_scheduler_refuses_two_nodes_at_plan_time(cluster: Cluster) ->
     assert "one-node torchrun jobs only" in plan.errors[0].message
 
 
+def test_the_local_scheduler_gives_a_job_no_more_cpus_than_the_machine_has(
+    cluster: Cluster,
+) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    plan = cluster.plan(tiny(cpus_per_task=cpus + 3, gpus_per_node=2))
+    assert plan.ok and plan.spec.cpus_per_task == cpus
+    assert f"#SBATCH --cpus-per-task={cpus}\n" in plan.script
+    threads = max(1, cpus // 2)
+    assert plan.warnings == (
+        f"cpus_per_task: {cpus + 3} asked, but this machine has {cpus} CPUs: the local job "
+        f"gets {cpus}, shared by its 2 process(es) ({threads} thread(s) each)",
+    )
+    # The group is the spec's as asked: a clamped run compares with its sweep's others.
+    assert plan.group == tiny(cpus_per_task=cpus + 3, gpus_per_node=2).group_key()
+    # What fits is left alone, without a word.
+    fits = cluster.plan(tiny(cpus_per_task=cpus))
+    assert fits.spec.cpus_per_task == cpus and fits.warnings == ()
+
+
 def test_a_plan_checks_the_spec_once_and_the_render_does_not_check_it_again(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:

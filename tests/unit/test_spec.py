@@ -125,6 +125,8 @@ BAD: list[tuple[str, Any, str]] = [
     ("warmup_epochs", -1, "from 0 to"),
     ("precision", "fp8", "off, bf16, fp16"),
     ("workers", -1, "from 0 to 256"),
+    ("decode", "nvjpeg", "auto, cpu, gpu"),
+    ("decode", "gpu", "gpu is for the imagefolder dataset, not synthetic"),
     ("seed", -1, "from 0 to"),
     ("max_steps_per_epoch", 0, "from 1 to"),
     ("requeue", 1, "true or false"),

@@ -63,6 +63,7 @@ def test_enum_descriptions_are_the_validators_lists() -> None:
     assert CLOSED == [
         "backend",
         "code_mode",
+        "decode",
         "device",
         "entry",
         "launcher",

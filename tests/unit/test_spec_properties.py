@@ -145,6 +145,8 @@ STRATS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "warmup_epochs": (st.just(0), ints(-1, 200)),
     "precision": (st.sampled_from(["off", "bf16"]), st.one_of(st.just("fp16"), nasty)),
     "workers": (ints(0, 16), ints(-2, 300)),
+    # gpu is for image folders only: wild where the dataset may be another.
+    "decode": (st.sampled_from(["auto", "cpu"]), st.one_of(st.just("gpu"), nasty)),
     "seed": (ints(0, 2**32 - 1), st.one_of(ints(-5, -1), ints(2**32, 2**33), wrong_type)),
     "max_steps_per_epoch": (st.one_of(st.none(), ints(1, 100)), ints(-1, 0)),
     "requeue": (st.booleans(), wrong_type),

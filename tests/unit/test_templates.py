@@ -132,15 +132,6 @@ def test_cpu_runs_request_no_gpus() -> None:
     assert "--nproc-per-node=4" in render_training(spec, "/r")
 
 
-@pytest.mark.parametrize(
-    ("launcher", "gpus", "cpus", "threads"),
-    [("torchrun", 8, 64, 8), ("torchrun", 8, 4, 1), ("torchrun", 3, 10, 3), ("srun", 8, 6, 6)],
-)
-def test_omp_threads_share_the_task_cpus(launcher: str, gpus: int, cpus: int, threads: int) -> None:
-    spec = ExperimentSpec(launcher=launcher, gpus_per_node=gpus, cpus_per_task=cpus)
-    assert f"export OMP_NUM_THREADS={threads}\n" in render_training(spec, "/r")
-
-
 def test_requeue_off_and_no_signal_lead() -> None:
     spec = ExperimentSpec(requeue=False, signal_lead_sec=0)
     script = render_training(spec, "/r")
@@ -167,6 +158,10 @@ def test_trainer_args_follow_the_trainer_cli() -> None:
     assert pairs["--lr-scaling"] == "linear" and pairs["--base-batch-size"] == "256"
     assert pairs["--precision"] == "bf16" and pairs["--num-classes"] == "10"
     assert "--lr" not in trainer_args(ExperimentSpec())  # empty lr: the trainer's default
+    # decode: auto is the trainer's own default, so job scripts without it stay as they were.
+    assert "--decode" not in trainer_args(ExperimentSpec())
+    folder = ExperimentSpec(dataset="imagefolder", data_root="/d", decode="gpu")
+    assert trainer_args(folder)[-2:] == ["--decode", "gpu"]
 
 
 def test_home_relative_python_and_paths_still_expand() -> None:
@@ -280,7 +275,8 @@ class Job:
         env.update(extra)
         return env
 
-    def start(self, **extra: str) -> subprocess.Popen[str]:
+    def start(self, *, cpus: set[int] | None = None, **extra: str) -> subprocess.Popen[str]:
+        """``cpus``: the CPUs the script may run on (its affinity), as a cgroup gives a job."""
         return subprocess.Popen(
             ["bash", str(self.path)],
             cwd=self.run_dir,
@@ -288,10 +284,11 @@ class Job:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
         )
 
-    def run(self, **extra: str) -> tuple[int, str]:
-        proc = self.start(**extra)
+    def run(self, *, cpus: set[int] | None = None, **extra: str) -> tuple[int, str]:
+        proc = self.start(cpus=cpus, **extra)
         out, _ = proc.communicate(timeout=30)
         return proc.returncode, out
 
@@ -347,7 +344,7 @@ def test_single_node_script_hands_every_value_to_the_trainer_intact(
         env_setup=(f"export FROM_ENV_SETUP='{'$'}(touch {pwned})'",),
     )
     job = Job(tmp_path, fake_bin, render_training(spec, str(tmp_path / "run")))
-    rc, out = job.run(DDP_TUI_SCHEDULER="local")
+    rc, out = job.run(DDP_TUI_SCHEDULER="local", SLURM_CPUS_ON_NODE="4")
     assert rc == 0, out
     assert not pwned.exists()
     (shim,) = job.argv("python")
@@ -360,10 +357,65 @@ def test_single_node_script_hands_every_value_to_the_trainer_intact(
         *trainer_args(spec),
     ]
     env = job.environ("py")
-    assert env["GLOO_SOCKET_IFNAME"] == nasty and env["OMP_NUM_THREADS"] == "2"
+    threads = str(max(1, min(4, len(os.sched_getaffinity(0))) // 2))  # 2 ranks share the cores
+    assert env["GLOO_SOCKET_IFNAME"] == nasty and env["OMP_NUM_THREADS"] == threads
     assert env["PYTHONPATH"] == f"{job.run_dir}/code" and env["PYTHONUNBUFFERED"] == "1"
     assert "[ddp-tui] rendezvous=localhost (torchrun --standalone)" in out
     assert not any("scontrol" in c or "srun" in c for c in job.calls())
+
+
+#: The CPUs this test may run on; a case that needs more than there are is skipped.
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize(
+    ("launcher", "procs", "per_task", "cpus", "slurm", "threads", "cores"),
+    [
+        # One process asks 4 CPUs and may run on 2 (the local scheduler on a 2-core laptop).
+        ("torchrun", 1, 4, 2, None, 2, 2),
+        # Two processes share those 2: one thread each (not 2 each: 4 threads on 2 cores).
+        ("torchrun", 2, 4, 2, None, 1, 2),
+        # Its affinity is the limit: a cgroup of one CPU gives one thread.
+        ("torchrun", 1, 4, 1, None, 1, 1),
+        # Slurm allocated fewer than it may run on (nothing holds it): the allocation counts.
+        ("torchrun", 1, 8, 2, "1", 1, 1),
+        # ... and more than asked (a whole node): it has them.
+        ("torchrun", 1, 1, 2, "2", 2, 2),
+        # Fewer cores than processes: still one thread each, never none.
+        ("torchrun", 2, 1, 2, None, 1, 1),
+        # srun, one task per process with cpus_per_task each: Slurm's count is theirs together.
+        ("srun", 2, 1, 2, "2", 1, 2),
+    ],
+)
+def test_each_rank_gets_as_many_threads_as_it_has_cores(
+    tmp_path: Path,
+    fake_bin: Path,
+    launcher: str,
+    procs: int,
+    per_task: int,
+    cpus: int,
+    slurm: str | None,
+    threads: int,
+    cores: int,
+) -> None:
+    if len(CPUS) < cpus:
+        pytest.skip(f"needs {cpus} CPUs, has {len(CPUS)}")
+    spec = ExperimentSpec(
+        device="cpu",
+        backend="gloo",
+        launcher=launcher,
+        gpus_per_node=procs,
+        cpus_per_task=per_task,
+    )
+    job = Job(tmp_path, fake_bin, render_training(spec, str(tmp_path / "run")))
+    env = {"SLURM_CPUS_ON_NODE": slurm} if slurm else {}
+    rc, out = job.run(cpus=set(CPUS[:cpus]), DDP_TUI_SCHEDULER="local", **env)
+    assert rc == 0, out
+    seen = job.environ("srun" if launcher == "srun" else "py")
+    assert seen["OMP_NUM_THREADS"] == str(threads), out
+    assert (seen["DDP_TUI_NODE_CORES"], seen["DDP_TUI_NODE_CPUS"]) == (str(cores), str(cpus))
+    line = f"threads per rank={threads} ({cores} of this node's {cpus} CPUs for {procs} rank(s))"
+    assert f"[ddp-tui] {line}" in out
 
 
 @pytest.mark.parametrize(

@@ -114,6 +114,7 @@ def _predicted(
         gpu_hours_per_epoch=gpu_hours(world, est.epoch_time_sec),
         comm_sec=est.comm_sec,
         link=est.link,
+        cores_per_rank=est.cores_per_rank,
     )
 
 
@@ -209,6 +210,12 @@ def _notes(
             )
     if model is None:
         return notes
+    shares = _core_shares(model, sizes)
+    if shares:
+        notes.append(
+            "CPU ranks share their node's cores, and compute per step is scaled by the cores "
+            f"a rank has: {shares}"
+        )
     if not model.fabric.links:
         notes.append(
             "no all-reduce bandwidth measured: run a preflight on the same partition "
@@ -225,6 +232,24 @@ def _notes(
             "assume backward hides none of it, their lower bound that it hides all"
         )
     return notes
+
+
+def _core_shares(model: ScalingModel, sizes: Sequence[SizeAdvice]) -> str:
+    """``2 at world size 1, 1 at 2, 0.5 at 4``: the cores a rank has at each size of a CPU
+    group, measured where a run said, else as the model has it; empty where no size differs
+    (a GPU group, or runs that did not say)."""
+    had: dict[int, float] = {}
+    for ref in model.references:
+        if ref.run.device == "cpu" and ref.run.cores is not None:
+            had[ref.run.world_size] = ref.run.cores.per_rank
+    for size in sizes:
+        cores = size.predicted.cores_per_rank if size.predicted is not None else None
+        if size.world_size not in had and cores is not None:
+            had[size.world_size] = cores
+    if len(set(had.values())) < 2:
+        return ""
+    parts = [f"{cores:g} at {world}" for world, cores in sorted(had.items())]
+    return parts[0].replace(" at ", " at world size ", 1) + "".join(f", {p}" for p in parts[1:])
 
 
 def advise(inputs: AdvisorInputs) -> Advice:
@@ -285,6 +310,7 @@ def advise(inputs: AdvisorInputs) -> Advice:
     else:
         rec = _by_threshold(sizes, inputs.threshold, unit)
     facts = None
+    cpu = any(r.device == "cpu" and r.cores is not None for r in runs)
     if model is not None:
         facts = ModelFacts(
             gamma=model.overlap.gamma if model.fitted else None,
@@ -303,6 +329,8 @@ def advise(inputs: AdvisorInputs) -> Advice:
                 for kind, link in model.fabric.links.items()
             },
             rate_from="throughput" if rates.by_throughput else "epoch_time",
+            thread_gain=model.thread_gain if cpu else None,
+            thread_gain_measured=any(r.cores.gain is not None for r in runs if r.cores),
         )
     # Changes are priced where they matter: the recommended size, or the largest one run
     # when that is larger (a change may be what makes it worth running).

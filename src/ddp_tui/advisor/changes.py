@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, replace
 
+from ddp_tui.advisor.data_wait import remedies
 from ddp_tui.advisor.inputs import SizeRun
 from ddp_tui.advisor.model import Estimate, ScalingModel
 from ddp_tui.advisor.result import Change, Straggler
@@ -99,15 +101,24 @@ def changes_for(
     assert b is not None
     data_share = b.share("data_sec")
     if data_share >= DATA_SHARE and "data_sec" not in b.inferred:
-        workers = f" (now {largest.workers})" if largest.workers else ""
+        fixes = remedies(largest)
+        what = "; or ".join(r.text for r in fixes) or "a faster input pipeline"
+        change = priced(
+            "data_wait",
+            f"ranks wait for data {data_share:.0%} of each epoch at world size "
+            f"{largest.world_size} ({duration(b.data_sec)} of {duration(b.total_sec)}); to hide "
+            f"it: {what}. Without the wait",
+            {"data": 0.0},
+            data_share=data_share,
+            workers=largest.workers,
+            settings=[asdict(r) for r in fixes],
+        )
+        saved = change.numbers["epoch_time_before_sec"] - change.numbers["epoch_time_after_sec"]
         out.append(
-            priced(
-                "workers",
-                f"ranks wait for data {data_share:.0%} of each epoch at world size "
-                f"{largest.world_size}; more data-loader workers{workers} can hide it",
-                {"data": 0.0},
-                data_share=data_share,
-                workers=largest.workers,
+            replace(
+                change,
+                text=f"{change.text} (saves {duration(saved)} an epoch)",
+                numbers={**change.numbers, "saves_sec_per_epoch": saved},
             )
         )
     peak, total = largest.gpu_mem_peak_mib, largest.gpu_mem_total_mib

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ddp_tui.advisor.cores import CoreShare
+
 #: The parts of an epoch the breakdown splits it into, in the order reports show them.
 PARTS = ("compute_sec", "data_sec", "comm_sec", "other_sec")
 
@@ -84,6 +86,15 @@ class SizeRun:
     partition: str | None = None
     #: A user's own script (its parts are partly inferred).
     script: bool = False
+    #: "cpu" or "cuda" (None: not recorded).
+    device: str | None = None
+    #: The spec's dataset, and how its input pipeline ran (run.json's ``input_pipeline``):
+    #: batches each loader worker kept ready, and where JPEGs were decoded ("cpu", "gpu").
+    dataset: str | None = None
+    prefetch: int | None = None
+    decode: str | None = None
+    #: What each rank had of its node's cores (None: not known).
+    cores: CoreShare | None = None
     #: An iteration loop's run, measured by its step windows: the "epoch" fields then hold one
     #: optimizer step (``epoch_time_sec`` is the steady time per step, ``steps_per_epoch`` 1,
     #: ``epochs`` the step budget), and a step stays one step at every size.

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ddp_tui.advisor.cores import core_share
 from ddp_tui.advisor.inputs import Breakdown, FabricSample, RankTime, SizeRun
 from ddp_tui.reports.results import RunData, epoch_rows, steady_median, summarize
 
@@ -32,6 +33,15 @@ def _num(value: Any) -> float | None:
 def _int(value: Any) -> int | None:
     number = _num(value)
     return int(number) if number is not None and number.is_integer() and number > 0 else None
+
+
+def _whole(*values: Any) -> int | None:
+    """The first of ``values`` that is a count, 0 included (workers: 0 is the main process)."""
+    for value in values:
+        number = _num(value)
+        if number is not None and number.is_integer() and number >= 0:
+            return int(number)
+    return None
 
 
 def breakdown(rows: Sequence[Mapping[str, float | None]], epoch_time: float) -> Breakdown | None:
@@ -133,6 +143,8 @@ def size_run(run: RunData, step_times: Sequence[Mapping[str, Any]] = ()) -> Size
     if summary.world_size is None or unit_time is None or unit_time <= 0:
         return None
     ddp = rj.get("ddp") if isinstance(rj.get("ddp"), Mapping) else {}
+    pipeline = rj.get("input_pipeline")
+    pipeline = pipeline if isinstance(pipeline, Mapping) else {}
     probe_doc = rj.get("allreduce_probe")
     probe: tuple[int, float] | None = None
     if isinstance(probe_doc, Mapping):
@@ -160,7 +172,7 @@ def size_run(run: RunData, step_times: Sequence[Mapping[str, Any]] = ()) -> Size
         ranks=_ranks(step_times),
         batch_per_gpu=None if script else _int(spec.get("batch_per_gpu")),
         grad_accum=_int(spec.get("grad_accum")) or 1,
-        workers=_int(rj.get("loader_workers")) or _int(spec.get("workers")),
+        workers=_whole(rj.get("loader_workers"), spec.get("workers")),
         epochs=summary.epochs_total,
         max_steps_per_epoch=_int(spec.get("max_steps_per_epoch")),
         train_samples=_int(rj.get("train_samples")),
@@ -168,6 +180,11 @@ def size_run(run: RunData, step_times: Sequence[Mapping[str, Any]] = ()) -> Size
         gpu_mem_total_mib=min(known_totals) if known_totals else None,
         partition=str(spec["partition"]) if spec.get("partition") else None,
         script=script,
+        device=str(spec["device"]) if spec.get("device") else None,
+        cores=core_share(rj, spec),
+        dataset=str(spec["dataset"]) if spec.get("dataset") else None,
+        prefetch=_int(pipeline.get("prefetch")),
+        decode=str(pipeline["decode"]) if pipeline.get("decode") else None,
     )
     return measured if windows is None else _by_steps(measured, windows, rj, spec)
 

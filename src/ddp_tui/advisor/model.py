@@ -1,16 +1,17 @@
 """The scaling model: per-step times measured at some sizes, predicted at others.
 
 One optimizer step of one rank takes ``data + compute + exposed(compute, allreduce) + rest``.
-With the batch per GPU fixed, data and compute per step do not change with the world size;
-the all-reduce does (:mod:`.fabric`), and backward hides part of it. How much is Pollux's
-overlap: the step's compute and communication together take ``(c^g + T^g)^(1/g)``, from
-``c + T`` (g = 1, no overlap) to ``max(c, T)`` (g large, perfect overlap). g is fitted to the
-group's multi-rank runs, whose exposed all-reduce is measured. Where a run's exposed all-reduce
-is longer than even no overlap allows, the all-reduce ran slower in training than the wire's
-measure says (it shares the CPU, memory or PCIe with the compute): g is then 1 and the
-all-reduce is scaled by the fitted ``slowdown``. An epoch is ``steps(n)`` such
-steps plus what the epoch does outside its steps (validation, the checkpoint), which shrinks
-with the steps because validation is sharded too.
+With the batch per GPU fixed, data and compute per step do not change with the world size (but
+on a CPU node, where more ranks share the same cores, compute follows what each rank has:
+:mod:`.cores`); the all-reduce does (:mod:`.fabric`), and backward hides part of it. How much
+is Pollux's overlap: the step's compute and communication together take ``(c^g + T^g)^(1/g)``,
+from ``c + T`` (g = 1, no overlap) to ``max(c, T)`` (g large, perfect overlap). g is fitted to
+the group's multi-rank runs, whose exposed all-reduce is measured. Where a run's exposed
+all-reduce is longer than even no overlap allows, the all-reduce ran slower in training than
+the wire's measure says (it shares the CPU, memory or PCIe with the compute): g is then 1 and
+the all-reduce is scaled by the fitted ``slowdown``. An epoch is ``steps(n)`` such steps plus
+what the epoch does outside its steps (validation, the checkpoint), which shrinks with the
+steps because validation is sharded too.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from ddp_tui.advisor.cores import compute_scale, thread_gain
 from ddp_tui.advisor.fabric import Link, allreduce_sec, fit_link, probe_link, ring_factor
 from ddp_tui.advisor.inputs import Breakdown, FabricSample, SizeRun
 
@@ -110,6 +112,11 @@ def step_times(run: SizeRun) -> StepTimes | None:
     return StepTimes(run, steps, compute, data, comm, rest, outside)
 
 
+def ranks_on_node(world_size: int, nodes: int) -> int:
+    """Ranks on each node of a job of ``world_size`` ranks on ``nodes`` nodes."""
+    return math.ceil(world_size / max(1, nodes))
+
+
 def infer_comm(runs: Sequence[SizeRun]) -> list[SizeRun]:
     """Where a run's comm was not measured (a script), the time its steps take beyond the
     smallest size's steps is taken to be the all-reduce; at one rank there is none to infer."""
@@ -118,6 +125,7 @@ def infer_comm(runs: Sequence[SizeRun]) -> list[SizeRun]:
         return list(runs)
     base = min(timed, key=lambda r: r.world_size)
     assert base.breakdown is not None
+    gain = thread_gain(r.cores for r in runs)
     base_steps = float(base.steps_per_epoch or 0)
     out: list[SizeRun] = []
     for run in runs:
@@ -134,6 +142,9 @@ def infer_comm(runs: Sequence[SizeRun]) -> list[SizeRun]:
             expected = base_busy / base_steps * run.steps_per_epoch
         else:  # a sharded epoch: each rank does 1/n of the work
             expected = base_busy * base.world_size / run.world_size
+        # A CPU rank that shares its node's cores with more ranks is slower by itself.
+        ranks = ranks_on_node(run.world_size, run.nodes)
+        expected *= compute_scale(base.cores, base.device, ranks, gain)
         comm = min(busy, max(0.0, busy - expected)) if run is not base else 0.0
         compute = max(0.0, b.compute_sec - comm)
         other = b.other_sec - max(0.0, comm - b.compute_sec)
@@ -202,6 +213,8 @@ class Estimate:
     throughput: float | None
     comm_sec: float  # exposed, per epoch
     link: str
+    #: The cores one rank has of a CPU node (None: a GPU run, or not known).
+    cores_per_rank: float | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +230,8 @@ class ScalingModel:
     fast: Overlap
     slow: Overlap
     fitted: bool
+    #: What threads buy a CPU rank's compute (:func:`~ddp_tui.advisor.cores.thread_gain`).
+    thread_gain: float = 1.0
 
     def reference(self, world_size: int) -> StepTimes:
         """The measured run nearest below ``world_size`` (the smallest, for a smaller size):
@@ -225,6 +240,11 @@ class ScalingModel:
         if below:
             return max(below, key=lambda r: r.run.world_size)
         return min(self.references, key=lambda r: r.run.world_size)
+
+    def compute_scale(self, ref: StepTimes, world_size: int, nodes: int) -> float:
+        """How many times as long a step's compute takes at ``world_size`` as in ``ref``."""
+        ranks = ranks_on_node(world_size, nodes)
+        return compute_scale(ref.run.cores, ref.run.device, ranks, self.thread_gain)
 
     def steps(self, ref: StepTimes, world_size: int) -> float:
         run = ref.run
@@ -271,7 +291,9 @@ class ScalingModel:
         batch = what_if.get("batch", 1.0)
         accum = what_if.get("accum", 1.0)
         work = batch * accum  # micro-batches' worth of compute and data per step
-        compute = ref.compute * work
+        # A CPU rank computes with the cores it has of its node: fewer as more ranks share it.
+        share = ref.run.cores.at(ranks_on_node(world_size, nodes)) if ref.run.cores else None
+        compute = ref.compute * work * self.compute_scale(ref, world_size, nodes)
         data = ref.data * work * what_if.get("data", 1.0)
         comm, kind = self.allreduce(ref, world_size, nodes)
         comm *= what_if.get("grad_bytes", 1.0)
@@ -286,7 +308,8 @@ class ScalingModel:
         throughput = None
         if ref.run.global_batch:  # None: a script's, unknown
             throughput = ref.run.global_batch * work * world_size / ref.run.world_size / step
-        return Estimate(epoch, step, throughput, steps * exposed, kind)
+        per_rank = share.per_rank if share is not None and ref.run.device == "cpu" else None
+        return Estimate(epoch, step, throughput, steps * exposed, kind, per_rank)
 
 
 def fit(runs: Sequence[SizeRun], samples: Sequence[FabricSample] = ()) -> ScalingModel | None:
@@ -330,6 +353,7 @@ def fit(runs: Sequence[SizeRun], samples: Sequence[FabricSample] = ()) -> Scalin
         fast=fast,
         slow=slow,
         fitted=bool(fits),
+        thread_gain=thread_gain(r.cores for r in runs),
     )
 
 

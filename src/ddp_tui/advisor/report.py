@@ -168,6 +168,15 @@ def advice_markdown(advice: Advice) -> str:
             lines.append(f"- overlap of backward and all-reduce: gamma {m.gamma:.2f} (fitted)")
         else:
             lines.append("- overlap of backward and all-reduce: not fitted (no overlap assumed)")
+        if m.thread_gain is not None:
+            how = (
+                "measured: the calibration on one thread"
+                if m.thread_gain_measured
+                else ("assumed: no run measured it")
+            )
+            lines.append(
+                f"- a CPU rank's compute speed on c cores: c ** {m.thread_gain:.2f} ({how})"
+            )
         if m.slowdown is not None and m.slowdown > 1.05:
             lines.append(
                 f"- in training the all-reduce ran {m.slowdown:.2f}x slower than the link's "

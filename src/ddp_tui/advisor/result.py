@@ -43,6 +43,9 @@ class Predicted:
     #: The exposed all-reduce per epoch in the prediction, and the link it assumed.
     comm_sec: float
     link: str  # "intra-node", "inter-node" or "none" (one rank)
+    #: The cores one rank has of its node in a CPU run, which its compute is scaled by
+    #: (None: a GPU run, where a rank has its device, or a run that did not say).
+    cores_per_rank: float | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,8 @@ class Recommendation:
 class Change:
     """A concrete change, with the number behind it."""
 
-    kind: str  # "batch", "workers", "accumulation", "bf16_compression", "bucket_cap", "exclude"
+    #: "data_wait", "batch", "accumulation", "bf16_compression", "bucket_cap", "exclude".
+    kind: str
     text: str
     #: The numbers the text quotes (shares, efficiencies before and after, a size, a host).
     numbers: dict[str, Any] = field(default_factory=dict)
@@ -108,6 +112,11 @@ class ModelFacts:
     links: dict[str, dict[str, Any]]
     #: "throughput" or "epoch_time": what speedup and efficiency are measured by.
     rate_from: str
+    #: A CPU group: a rank's compute speed on ``c`` cores is ``c ** thread_gain``
+    #: (docs/advisor.md, "Ranks that share a node's cores"); None: a GPU group.
+    thread_gain: float | None = None
+    #: Whether a run measured it (its calibration on one thread), else 1 was assumed.
+    thread_gain_measured: bool = False
 
 
 @dataclass(frozen=True)

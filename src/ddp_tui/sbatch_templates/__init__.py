@@ -149,6 +149,8 @@ def trainer_args(spec: ExperimentSpec) -> list[str]:
     ]
     if s.max_steps_per_epoch is not None:
         args += ["--max-steps-per-epoch", str(s.max_steps_per_epoch)]
+    if s.decode != "auto":  # auto is the trainer's own default: job scripts stay as they were
+        args += ["--decode", s.decode]
     args += list(s.extra_trainer_args)
     return args
 
@@ -281,7 +283,7 @@ def _context(
         "telemetry_sec": telemetry_sec,
         # NCCL training turns on PyTorch's flight recorder (docs/flight-recorder.md).
         "flight_recorder": s.backend == "nccl" and title == "training",
-        "omp_threads": s.omp_threads,
+        "cpus_per_node": s.cpus_per_node,
         "nccl_env": list(s.nccl_env),
         "env_setup": list(s.env_setup),
         "world_size": s.world_size,

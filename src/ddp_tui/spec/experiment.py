@@ -26,6 +26,7 @@ from ddp_tui.spec.vocabulary import (
     CALLABLE_PATTERN,
     CODE_MODES,
     CONSTRAINT_PATTERN,
+    DECODE_MODES,
     DEVICES,
     ENTRIES,
     LABEL_FIELDS,
@@ -528,6 +529,15 @@ class ExperimentSpec:
         maximum=256,
         applies="trainer",
     )
+    decode: str = describe(
+        "auto",
+        SECTION_OPTIM,
+        "Image decode",
+        "where an image folder's JPEGs are decoded: gpu, in batches on the device (nvjpeg); "
+        "cpu, by the loader workers; auto: the GPU on a CUDA device, else the CPU",
+        choices=DECODE_MODES,
+        applies="trainer",
+    )
     seed: int = describe(
         0,
         SECTION_OPTIM,
@@ -700,10 +710,13 @@ class ExperimentSpec:
         return self.nodes > 1 or self.launcher == "srun"
 
     @property
-    def omp_threads(self) -> int:
-        """OMP_NUM_THREADS per process: the task's CPUs shared by the processes it runs."""
-        per_task = 1 if self.launcher == "srun" else max(1, self.gpus_per_node)
-        return max(1, self.cpus_per_task // per_task)
+    def cpus_per_node(self) -> int:
+        """The CPUs the job asks on each node: ``cpus_per_task`` for each task there (torchrun:
+        one task per node, its processes share them; srun: one task per process). The job
+        script sizes each process's threads from them (docs/advisor.md, "Ranks that share a
+        node's cores")."""
+        tasks = self.gpus_per_node if self.launcher == "srun" else 1
+        return self.cpus_per_task * max(1, tasks)
 
     @property
     def nccl_env_dict(self) -> dict[str, str]:

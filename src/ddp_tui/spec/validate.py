@@ -175,6 +175,14 @@ def _warmup_below_epochs(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
 
 
 @_trainer_only
+def _gpu_decode_needs_an_image_folder(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
+    # The trainer refuses it too (--decode): only an image folder's JPEGs are decoded.
+    if ok("decode", "dataset") and s.decode == "gpu" and s.dataset != "imagefolder":
+        return FieldError("decode", f"gpu is for the imagefolder dataset, not {s.dataset}")
+    return None
+
+
+@_trainer_only
 def _fp16_needs_cuda(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     if ok("precision", "device") and s.precision == "fp16" and s.device == "cpu":
         return FieldError("precision", "fp16 needs device cuda; use bf16 or off on the CPU")
@@ -228,6 +236,7 @@ CROSS_FIELD_RULES: Final[tuple[Callable[[ExperimentSpec, _Passed], FieldError | 
     _trainer_needs_epochs,
     _warmup_below_epochs,
     _fp16_needs_cuda,
+    _gpu_decode_needs_an_image_folder,
     _signal_lead_within_time_limit,
 )
 

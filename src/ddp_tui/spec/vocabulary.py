@@ -15,6 +15,7 @@ from ddp_tui.jobfiles import BACKENDS as BACKENDS
 from ddp_tui.jobfiles import BUILTIN_DATASETS as BUILTIN_DATASETS
 from ddp_tui.jobfiles import BUILTIN_MODELS as BUILTIN_MODELS
 from ddp_tui.jobfiles import DATASETS_NEEDING_ROOT as DATASETS_NEEDING_ROOT
+from ddp_tui.jobfiles import DECODE_MODES as DECODE_MODES
 from ddp_tui.jobfiles import LR_SCALINGS as LR_SCALINGS
 from ddp_tui.jobfiles import OPTIMIZERS as OPTIMIZERS
 from ddp_tui.jobfiles import PRECISIONS as PRECISIONS

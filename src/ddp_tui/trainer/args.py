@@ -19,10 +19,12 @@ from ddp_tui.jobfiles import (
     BUILTIN_DATASETS,
     BUILTIN_MODELS,
     DATASETS_NEEDING_ROOT,
+    DECODE_MODES,
     LR_SCALINGS,
     OPTIMIZERS,
     PRECISIONS,
     SCHEDULES,
+    SYNTHETIC_DEFAULT_NOISE,
     SYNTHETIC_DEFAULT_SHAPE,
 )
 
@@ -45,7 +47,10 @@ class TrainConfig:
     synthetic_samples: int = 2048
     synthetic_val_samples: int = 512
     synthetic_shape: tuple[int, ...] = SYNTHETIC_DEFAULT_SHAPE
+    synthetic_noise: float = SYNTHETIC_DEFAULT_NOISE
     image_size: int | None = None
+    decode: str = "auto"
+    hflip: bool = False
     epochs: int = 10
     batch_size: int = 64
     lr: float | None = None
@@ -63,6 +68,7 @@ class TrainConfig:
     compile: bool = False
     grad_accum: int = 1
     workers: int | None = None
+    prefetch: int | None = None
     seed: int = 0
     backend: str = "auto"
     timeout_sec: float = 900.0
@@ -141,7 +147,26 @@ def build_parser(prog: str = "ddp-train") -> argparse.ArgumentParser:
     g.add_argument("--synthetic-samples", type=int, default=d.synthetic_samples)
     g.add_argument("--synthetic-val-samples", type=int, default=d.synthetic_val_samples)
     g.add_argument("--synthetic-shape", type=_shape, default=d.synthetic_shape, metavar="C,H,W")
+    g.add_argument(
+        "--synthetic-noise",
+        type=float,
+        default=d.synthetic_noise,
+        help="synthetic: the noise's std over the class patterns' (default %(default)g; "
+        "1.5 is an easy task)",
+    )
     g.add_argument("--image-size", type=int, default=None, help="imagefolder resize (default 224)")
+    g.add_argument(
+        "--decode",
+        choices=DECODE_MODES,
+        default=d.decode,
+        help="imagefolder: where JPEGs are decoded; auto: the GPU on a CUDA device, else the "
+        "loader workers (docs/input-pipeline.md)",
+    )
+    g.add_argument(
+        "--hflip",
+        action="store_true",
+        help="imagefolder: flip half the training images each epoch (drawn from the seed)",
+    )
     t = p.add_argument_group("optimisation")
     t.add_argument("--epochs", type=int, default=d.epochs)
     t.add_argument("--batch-size", type=int, default=d.batch_size, help="per process")
@@ -161,7 +186,15 @@ def build_parser(prog: str = "ddp-train") -> argparse.ArgumentParser:
     s.add_argument("--precision", choices=PRECISIONS, default=d.precision)
     s.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None)
     s.add_argument("--compile", action="store_true")
-    s.add_argument("--workers", type=int, default=None, help="data-loader workers (default: auto)")
+    s.add_argument(
+        "--workers", type=int, default=None, help="data-loader workers (default: from the cores)"
+    )
+    s.add_argument(
+        "--prefetch",
+        type=int,
+        default=None,
+        help="batches each loader worker keeps ready (default: from the memory, at most 4)",
+    )
     s.add_argument("--deterministic", action="store_true", help="deterministic kernels (slower)")
     s.add_argument(
         "--data-on-device",
@@ -214,6 +247,8 @@ def validate(cfg: TrainConfig) -> None:
         ("--num-classes", cfg.num_classes, 1),
         ("--image-size", cfg.image_size, 1),
         ("--workers", cfg.workers, 0),
+        ("--prefetch", cfg.prefetch, 1),
+        ("--synthetic-noise", cfg.synthetic_noise, 0),
         ("--momentum", cfg.momentum, 0),
         ("--weight-decay", cfg.weight_decay, 0),
         ("--warmup-epochs", cfg.warmup_epochs, 0),
@@ -254,6 +289,14 @@ def validate(cfg: TrainConfig) -> None:
             "--data-on-device",
             f"needs --dataset synthetic, not {cfg.dataset} (real data is read on the host)",
         )
+    for name, given in (("--decode gpu", cfg.decode == "gpu"), ("--hflip", cfg.hflip)):
+        if given and cfg.dataset != "imagefolder":
+            raise UsageError(
+                name.split()[0],
+                f"{name} is for --dataset imagefolder, not {cfg.dataset}",
+            )
+    if not math.isfinite(cfg.synthetic_noise):
+        raise UsageError("--synthetic-noise", f"must be finite, got {cfg.synthetic_noise:g}")
     if cfg.dataset == "tabular" and not cfg.target:
         raise UsageError("--target", "is required for --dataset tabular (the column to predict)")
     if cfg.dataset in ("imagefolder", "tabular") and cfg.data_root and not cfg.data_root.exists():

@@ -105,9 +105,16 @@ class Calibrated:
 
     steps: int
     fwd_bwd_sec: float
+    #: A CPU rank of several threads: the same passes on one thread, what its threads buy
+    #: (the advisor's model of ranks that share a node's cores; docs/advisor.md).
+    one_thread_sec: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"steps": self.steps, "fwd_bwd_sec": self.fwd_bwd_sec}
+        return {
+            "steps": self.steps,
+            "fwd_bwd_sec": self.fwd_bwd_sec,
+            "one_thread_fwd_bwd_sec": self.one_thread_sec,
+        }
 
 
 def calibrate(
@@ -134,18 +141,32 @@ def calibrate(
     # buffers; the first real step must do what it would have done without calibration.
     forward_sync = ddp.require_forward_param_sync if ddp is not None else None
     x, y = batch
-    pairs = []
-    for i in range(steps + 1):
-        module.zero_grad(set_to_none=True)  # as after every real step
-        with ddp.no_sync() if ddp is not None else nullcontext():
-            start = stamp(cuda)
-            with autocast():
-                out = train_model(x)
-            batch_loss(task, out, y).backward()  # type: ignore[no-untyped-call]
-            end = stamp(cuda)
-        if i:  # the first pass warms up (allocator, kernels) and is not timed
-            pairs.append((start, end))
-    durations = seconds(pairs)
+
+    def median_pass() -> float:
+        pairs = []
+        for i in range(steps + 1):
+            module.zero_grad(set_to_none=True)  # as after every real step
+            with ddp.no_sync() if ddp is not None else nullcontext():
+                start = stamp(cuda)
+                with autocast():
+                    out = train_model(x)
+                batch_loss(task, out, y).backward()  # type: ignore[no-untyped-call]
+                end = stamp(cuda)
+            if i:  # the first pass warms up (allocator, kernels) and is not timed
+                pairs.append((start, end))
+        return statistics.median(seconds(pairs))
+
+    fwd_bwd = median_pass()
+    one_thread = None
+    threads = torch.get_num_threads()
+    if device.type == "cpu" and threads > 1:
+        # Right after the first passes, under the same load: their ratio is what the
+        # threads buy, however busy the machine.
+        torch.set_num_threads(1)
+        try:
+            one_thread = median_pass()
+        finally:
+            torch.set_num_threads(threads)
     module.zero_grad(set_to_none=True)
     with torch.no_grad():
         for buf, saved in zip(module.buffers(), buffers, strict=True):
@@ -153,7 +174,7 @@ def calibrate(
     if ddp is not None and forward_sync is not None:
         ddp.require_forward_param_sync = forward_sync
     set_rng_state(rng, device)
-    return Calibrated(steps, statistics.median(durations))
+    return Calibrated(steps, fwd_bwd, one_thread)
 
 
 def exposed_comm_sum(steps: Sequence[StepTime], fwd_bwd_sec: float) -> float:
@@ -173,6 +194,11 @@ class RankEpoch:
     data_sec: float
     compute_sec: float
     comm_sec: float | None
+    #: The input's way onto the device, apart from the host's wait in ``data_sec``: the
+    #: host-to-device copies, and the device-side decode and normalisation. On a GPU both run
+    #: on the prefetcher's side stream, overlapped with compute (docs/step-breakdown.md).
+    transfer_sec: float = 0.0
+    input_prep_sec: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -183,6 +209,8 @@ class RankEpoch:
             "data_sec": self.data_sec,
             "compute_sec": self.compute_sec,
             "comm_sec": self.comm_sec,
+            "transfer_sec": self.transfer_sec,
+            "input_prep_sec": self.input_prep_sec,
         }
 
 
@@ -194,11 +222,14 @@ def rank_epoch(
     data_sec: float,
     measured_sec: float,
     comm_raw_sec: float,
+    transfer_sec: float = 0.0,
+    input_prep_sec: float = 0.0,
 ) -> RankEpoch:
     """This rank's breakdown of an epoch.
 
     ``measured_sec`` is the epoch's forward+backward+optimizer total and ``comm_raw_sec`` the
-    unclamped exposed-communication sum (both including a resumed attempt's partial sums);
+    unclamped exposed-communication sum (both including a resumed attempt's partial sums, as
+    are ``transfer_sec`` and ``input_prep_sec``);
     ``steps`` are this attempt's steps of the epoch (for the medians).
     """
     walls = [s.wall for s in steps]
@@ -219,6 +250,8 @@ def rank_epoch(
         data_sec=data_sec,
         compute_sec=max(0.0, measured_sec - (comm or 0.0)),
         comm_sec=comm,
+        transfer_sec=transfer_sec,
+        input_prep_sec=input_prep_sec,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -25,28 +25,16 @@ def batch_loss(
     return F.mse_loss(output.float().reshape(-1), target.float().reshape(-1), reduction=reduction)
 
 
-def to_device(
-    batch: Any, device: torch.device, channels_last: bool
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Move one (input, target) batch to ``device`` without waiting for the copy."""
-    x, y = batch
-    if channels_last and x.dim() == 4:
-        x = x.to(device, non_blocking=True, memory_format=torch.channels_last)
-    else:
-        x = x.to(device, non_blocking=True)
-    return x, y.to(device, non_blocking=True)
-
-
 @torch.no_grad()
 def evaluate_shard(
     module: nn.Module,
-    loader: Any,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
     device: torch.device,
     task: str,
     autocast: AutocastFactory,
-    channels_last: bool,
 ) -> list[float]:
-    """This rank's sums ``[loss, correct, count, |error|, error^2]`` over its validation shard.
+    """This rank's sums ``[loss, correct, count, |error|, error^2]`` over its validation shard,
+    from ``batches`` already on the device (:class:`.device_input.Prefetcher`).
 
     Runs the bare module (not the DDP wrapper): DDP's forward would broadcast buffers, a
     collective that uneven shard lengths would deadlock.
@@ -54,8 +42,7 @@ def evaluate_shard(
     was_training = module.training
     module.eval()
     sums = torch.zeros(5, dtype=torch.float64, device=device)
-    for batch in loader:
-        x, y = to_device(batch, device, channels_last)
+    for x, y in batches:
         with autocast():
             out = module(x)
         sums[0] += batch_loss(task, out, y, reduction="sum").double()

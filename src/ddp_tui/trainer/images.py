@@ -1,20 +1,24 @@
 """Image datasets through torchvision: MNIST-family, CIFAR, and class-per-folder trees.
 
-Transforms are deterministic (resize, crop, normalise): random augmentation in data-loader
-workers would make a resumed run differ from an uninterrupted one.
+Samples leave the workers as uint8 (docs/input-pipeline.md); the normalisation each set needs
+(its mean and std) is applied on the device (:mod:`.device_input`). Transforms are
+deterministic (resize, crop): random augmentation drawn in data-loader workers would make a
+resumed run differ from an uninterrupted one; the one random transform, ``--hflip``, is drawn
+from the seed and the epoch (:mod:`.image_decode`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset, Subset
+from torch.utils.data import Dataset
 
+from .device_input import Normalization
 from .errors import UsageError
+from .image_decode import FolderImages
 
 # name -> (torchvision class, folder torchvision reads under --data-root, mean, std)
 TORCHVISION_SETS: dict[str, tuple[str, str, tuple[float, ...], tuple[float, ...]]] = {
@@ -33,14 +37,14 @@ TORCHVISION_SETS: dict[str, tuple[str, str, tuple[float, ...], tuple[float, ...]
         (0.2673, 0.2564, 0.2762),
     ),
 }
-_IMAGENET_MEAN = (0.485, 0.456, 0.406)
-_IMAGENET_STD = (0.229, 0.224, 0.225)
+IMAGENET_NORMALIZATION = Normalization((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 
 def torchvision_dataset(
     name: str, root: Path, download: bool
-) -> tuple[Dataset[Any], Dataset[Any], int]:
-    """``(train, val, num_classes)`` for one of :data:`TORCHVISION_SETS`.
+) -> tuple[Dataset[Any], Dataset[Any], int, Normalization]:
+    """``(train, val, num_classes, normalisation)`` for one of :data:`TORCHVISION_SETS`; the
+    samples are uint8.
 
     With ``download`` the caller must make sure only one process per node downloads.
     """
@@ -49,7 +53,7 @@ def torchvision_dataset(
 
     cls_name, folder, mean, std = TORCHVISION_SETS[name]
     cls = getattr(torchvision.datasets, cls_name)
-    tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize(mean, std)])
+    tf = transforms.PILToTensor()
     try:
         train = cls(str(root), train=True, transform=tf, download=download)
         val = cls(str(root), train=False, transform=tf, download=download)
@@ -61,36 +65,19 @@ def torchvision_dataset(
             f"python -c \"import torchvision; torchvision.datasets.{cls_name}('{root}', "
             'download=True)"',
         ) from None
-    return train, val, len(train.classes)
-
-
-class _Samples(Dataset[tuple[torch.Tensor, int]]):
-    """(path, label) pairs read with torchvision's image loader."""
-
-    def __init__(self, samples: list[tuple[str, int]], transform: Callable[[Any], Any]) -> None:
-        from torchvision.datasets.folder import default_loader
-
-        self.samples = samples
-        self.transform = transform
-        self.loader = default_loader
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        path, label = self.samples[index]
-        return self.transform(self.loader(path)), label
+    return train, val, len(train.classes), Normalization(mean, std)
 
 
 @dataclass
 class FolderData:
     """An ImageFolder split and what the model needs to know about it."""
 
-    train: Dataset[Any]
-    val: Dataset[Any] | None
+    train: FolderImages
+    val: FolderImages | None
     classes: list[str]
     image_size: int
     layout: str  # "train/val folders" | "tinyimagenet" | "single folder (90/10 split)"
+    normalization: Normalization = IMAGENET_NORMALIZATION
 
 
 def _tinyimagenet_val(val_dir: Path, class_to_idx: dict[str, int]) -> list[tuple[str, int]]:
@@ -114,24 +101,22 @@ def _tinyimagenet_val(val_dir: Path, class_to_idx: dict[str, int]) -> list[tuple
     return samples
 
 
-def image_folder(root: Path, image_size: int | None, seed: int) -> FolderData:
+def image_folder(
+    root: Path, image_size: int | None, seed: int, encoded: bool = False
+) -> FolderData:
     """A class-per-folder tree: ``root/train`` + ``root/val`` (class folders or TinyImageNet's
-    ``val/images`` + ``val_annotations.txt``), or class folders directly under ``root``."""
-    from torchvision import datasets, transforms
+    ``val/images`` + ``val_annotations.txt``), or class folders directly under ``root``.
+
+    Samples are uint8 :class:`.image_decode.FolderImages` (``encoded``: JPEGs as their bytes,
+    for the GPU decode)."""
+    from torchvision import datasets
 
     tiny = (root / "val" / "val_annotations.txt").is_file() or (root / "wnids.txt").is_file()
     size = image_size or (64 if tiny else 224)
-    tf = transforms.Compose(
-        [
-            transforms.Resize(size),
-            transforms.CenterCrop(size),
-            transforms.ToTensor(),
-            transforms.Normalize(_IMAGENET_MEAN, _IMAGENET_STD),
-        ]
-    )
     train_dir = root / "train" if (root / "train").is_dir() else root
     try:
-        train = datasets.ImageFolder(str(train_dir), transform=tf)
+        # Only its scan of the tree is used: the files are read by FolderImages.
+        train = datasets.ImageFolder(str(train_dir))
     except (FileNotFoundError, RuntimeError) as exc:
         raise UsageError(
             "--data-root",
@@ -139,29 +124,34 @@ def image_folder(root: Path, image_size: int | None, seed: int) -> FolderData:
             f"{root}/train/<class>/<image> (and val/), or {root}/<class>/<image>",
         ) from None
     classes: list[str] = list(train.classes)
+
+    def images(samples: list[tuple[str, int]]) -> FolderImages:
+        return FolderImages(samples, size, encoded)
+
     val_dir = root / "val"
     if train_dir == root:
         order = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed)).tolist()
         cut = max(1, round(0.9 * len(order)))
         return FolderData(
-            Subset(train, order[:cut]), Subset(train, order[cut:]), classes, size,
-            "single folder (90/10 split)",
+            images([train.samples[i] for i in order[:cut]]),
+            images([train.samples[i] for i in order[cut:]]),
+            classes, size, "single folder (90/10 split)",
         )  # fmt: skip
     if (val_dir / "val_annotations.txt").is_file():
         val_samples = _tinyimagenet_val(val_dir, train.class_to_idx)
-        return FolderData(train, _Samples(val_samples, tf), classes, size, "tinyimagenet")
+        return FolderData(images(train.samples), images(val_samples), classes, size, "tinyimagenet")
     if val_dir.is_dir():
-        val = datasets.ImageFolder(str(val_dir), transform=tf)
-        if val.classes != classes:
-            # Remap by name, so a val/ tree missing a class still labels the rest correctly.
-            val_samples = []
-            for path, label in val.samples:
-                name = val.classes[label]
-                if name not in train.class_to_idx:
-                    raise UsageError(
-                        "--data-root", f"val class {name!r} has no folder under train/"
-                    )
-                val_samples.append((path, train.class_to_idx[name]))
-            return FolderData(train, _Samples(val_samples, tf), classes, size, "train/val folders")
-        return FolderData(train, val, classes, size, "train/val folders")
-    return FolderData(train, None, classes, size, "train folder only (no validation)")
+        val = datasets.ImageFolder(str(val_dir))
+        # Labels by class name, so a val/ tree missing a class still labels the rest correctly.
+        val_samples = []
+        for path, label in val.samples:
+            name = val.classes[label]
+            if name not in train.class_to_idx:
+                raise UsageError("--data-root", f"val class {name!r} has no folder under train/")
+            val_samples.append((path, train.class_to_idx[name]))
+        return FolderData(
+            images(train.samples), images(val_samples), classes, size, "train/val folders"
+        )
+    return FolderData(
+        images(train.samples), None, classes, size, "train folder only (no validation)"
+    )

@@ -108,3 +108,19 @@ def detect(env: Mapping[str, str] | None = None) -> LaunchEnv:
     if not 0 <= local_rank < max(local_world, 1):
         local_world = max(local_world, local_rank + 1)
     return LaunchEnv(launcher, rank, local_rank, world, local_world, addr, port, job_id)
+
+
+def cpu_share(
+    threads: int, ranks_on_node: int, env: Mapping[str, str] | None = None
+) -> dict[str, int | None]:
+    """What a rank has of its node's cores, for run.json (docs/advisor.md, "Ranks that share a
+    node's cores"): its ``threads``, the ``ranks_on_node`` that share the node, and what the job
+    script found there: ``cpus``, those the job's processes may run on, and ``cores``, of them
+    the job's, which its ranks share as threads (None: no job script said, a trainer started
+    by hand)."""
+    env = os.environ if env is None else env
+    out: dict[str, int | None] = {"threads": threads, "ranks_on_node": ranks_on_node}
+    for key, name in (("cpus", "DDP_TUI_NODE_CPUS"), ("cores", "DDP_TUI_NODE_CORES")):
+        raw = env.get(name, "")
+        out[key] = int(raw) if raw.isdigit() and int(raw) > 0 else None
+    return out

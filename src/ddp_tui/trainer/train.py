@@ -42,9 +42,11 @@ from .checkpoint import checkpoint_path, load, rng_state, save_atomic, set_rng_s
 from .data import (
     CLASSIFICATION,
     DataBundle,
-    DeviceBatches,
     build_data,
-    loader_workers,
+    device_input,
+    input_line,
+    input_record,
+    loader_sizes,
     train_loader,
     val_loader,
 )
@@ -62,8 +64,8 @@ from .distributed import (
     sync_buffers,
 )
 from .errors import UsageError
-from .evaluate import batch_loss, evaluate_shard, to_device, validation_metrics
-from .launch_env import detect
+from .evaluate import batch_loss, evaluate_shard, validation_metrics
+from .launch_env import cpu_share, detect
 from .metrics import (
     CpuUtilisation,
     GpuUtilisation,
@@ -100,6 +102,9 @@ class EpochSums:
     # Exposed communication, unclamped (docs/step-breakdown.md); a default, so that older
     # checkpoints still load.
     comm_raw: float = 0.0
+    # The input's copies to the device and its preparation there (docs/step-breakdown.md).
+    transfer_time: float = 0.0
+    input_prep_time: float = 0.0
 
 
 class Trainer:
@@ -160,13 +165,16 @@ class Trainer:
         self.train_model: Any = torch.compile(train_model) if cfg.compile else train_model
         self.autocast = autocast_factory(self.precision, self.device)
 
-        self.train_loader, self.sampler = train_loader(cfg, world, self.data.train)
-        self.loader_workers = (
-            0 if isinstance(self.train_loader, DeviceBatches) else loader_workers(cfg, world)
-        )
+        self.loader_sizes = loader_sizes(cfg, world, self.data)
+        self.train_loader, self.sampler = train_loader(cfg, world, self.data, self.loader_sizes)
+        self.loader_workers = self.loader_sizes.workers
         self.val_loader = (
-            val_loader(cfg, world, self.data.val) if self.data.val is not None else None
+            val_loader(cfg, world, self.data, self.loader_sizes)
+            if self.data.val is not None
+            else None
         )
+        # uint8 batches become the model's input on the device (docs/input-pipeline.md).
+        self.input = device_input(self.data, self.device, self.precision, self.channels_last)
         micro = math.ceil(self.sampler.full_length() / cfg.batch_size)
         if cfg.max_steps_per_epoch:
             micro = min(micro, cfg.max_steps_per_epoch * cfg.grad_accum)
@@ -305,6 +313,11 @@ class Trainer:
             else None,
             "calibration": None,  # set once the calibration has run
             "allreduce_probe": self.allreduce_probe,
+            "input_pipeline": input_record(
+                self.data, self.loader_sizes, self.input, cfg.batch_size
+            ),
+            # The advisor scales a CPU run's compute by the cores a rank has.
+            "cpu": cpu_share(torch.get_num_threads(), env.local_world_size),
         }
         self.run_info = RunInfo.start(self.run_dir / "run.json", data)
         print(
@@ -314,6 +327,7 @@ class Trainer:
             f"{self.steps_per_epoch} steps/epoch",
             flush=True,
         )
+        print(input_line(self.data, self.loader_sizes, cfg.batch_size), flush=True)
 
     # ----------------------------------------------------------------- checkpoints
 
@@ -452,13 +466,13 @@ class Trainer:
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         self.module.train()
-        it = iter(self.train_loader)
+        it = self.input.batches(self.train_loader, timed=True)
         # The calibration batch is then trained on as the first step; its fetch counts as
         # that step's data wait, and the epoch's clock leaves the calibration out.
         first_batch, fetch_time = None, 0.0
         if self.cfg.calibration_steps > 0 and first_step < steps:
             t0 = time.perf_counter()
-            first_batch = to_device(next(it), device, self.channels_last)
+            first_batch = next(it)
             fetch_time = time.perf_counter() - t0
             self._calibrate(first_batch)
         t_start = time.perf_counter() - fetch_time
@@ -483,6 +497,8 @@ class Trainer:
                 epoch_time=sums.epoch_time + now - t_start,
                 lr=lr_used,
                 comm_raw=sums.comm_raw + comm_raw,
+                transfer_time=sums.transfer_time + it.transfer_sec(),
+                input_prep_time=sums.input_prep_time + it.prepare_sec(),
             )
 
         while step < steps:
@@ -497,7 +513,7 @@ class Trainer:
                     t0 = time.perf_counter()
                     if k == 0:
                         sleep_if_slow(self.slow_delay)  # the test fake; 0 otherwise
-                    x, y = to_device(next(it), device, self.channels_last)
+                    x, y = next(it)
                     data_time += time.perf_counter() - t0
                 timer.begin()
                 # Only the last micro-step of an accumulation group all-reduces gradients.
@@ -590,6 +606,7 @@ class Trainer:
         mine = rank_epoch(
             world, timer.steps(), self.calibrated,
             data_sec=sums.data_time, measured_sec=sums.compute_time, comm_raw_sec=sums.comm_raw,
+            transfer_sec=sums.transfer_time, input_prep_sec=sums.input_prep_time,
         )  # fmt: skip
         self.heart.beat(epoch + 1, self.steps_per_epoch, "eval")
         t_val = time.perf_counter()
@@ -597,8 +614,8 @@ class Trainer:
         val_sums = [0.0] * 5
         if self.val_loader is not None:
             val_sums = evaluate_shard(
-                self.module, self.val_loader, self.device, self.data.task, self.autocast,
-                self.channels_last,
+                self.module, self.input.batches(self.val_loader), self.device, self.data.task,
+                self.autocast,
             )  # fmt: skip
         val_sums = all_sum(world, val_sums)
         val_time = time.perf_counter() - t_val

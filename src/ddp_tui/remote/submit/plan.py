@@ -23,6 +23,7 @@ from ddp_tui.spec import (
     validate,
     validate_for_cluster,
 )
+from ddp_tui.spec.convert import is_int
 
 #: The kinds of run a plan can make (``RunInfo.kind`` reads them back from spec.json).
 PLAN_KINDS = ("train", "preflight")
@@ -82,6 +83,21 @@ def spec_errors(
     if scheduler == "slurm" and partitions is not None:
         errors += validate_for_cluster(spec, partitions)
     return errors
+
+
+def local_cpus(spec: ExperimentSpec, cpus: int) -> tuple[ExperimentSpec, list[str]]:
+    """The spec a job of the local scheduler runs on a machine of ``cpus`` CPUs: it cannot have
+    more than the machine (the default asks 4 of every laptop), so a larger ``cpus_per_task``
+    becomes ``cpus``, with a warning that says so; its processes share them (the job script
+    sizes their threads). A spec whose fields are wrong is left for the checks to report."""
+    asked, procs = spec.cpus_per_task, spec.gpus_per_node
+    if not (is_int(asked) and is_int(procs)) or spec.launcher != "torchrun" or asked <= cpus:
+        return spec, []
+    threads = max(1, cpus // max(1, procs))
+    return spec.replace(cpus_per_task=cpus), [
+        f"cpus_per_task: {asked} asked, but this machine has {cpus} CPUs: the local job gets "
+        f"{cpus}, shared by its {procs} process(es) ({threads} thread(s) each)"
+    ]
 
 
 def plan_spec(

@@ -15,7 +15,13 @@ from ddp_tui.remote.backends.executor import Executor, ExecutorError
 from ddp_tui.remote.backends.scheduler import PartitionInfo, Scheduler, SchedulerError
 from ddp_tui.remote.backends.scheduler_facts import SchedulerFacts
 from ddp_tui.remote.store.runs import RunStore, new_run_id
-from ddp_tui.remote.submit.plan import SubmitPlan, make_plan, plan_spec, spec_errors
+from ddp_tui.remote.submit.plan import (
+    SubmitPlan,
+    local_cpus,
+    make_plan,
+    plan_spec,
+    spec_errors,
+)
 from ddp_tui.remote.submit.prequeue import prequeue_errors
 from ddp_tui.remote.submit.scripts import prepare_script
 from ddp_tui.spec import ExperimentSpec
@@ -60,6 +66,10 @@ class Planner:
                     "partition, GPUs per node and time limit were not checked against the "
                     f"cluster: sinfo did not answer ({' '.join(str(exc).split())})"
                 )
+        if self.scheduler.name == "local" and parts:
+            # After the group is named: a clamped run compares with the spec as it was asked.
+            spec, clamped = local_cpus(spec, parts[0].cpus_per_node)
+            warnings += clamped
         errors = spec_errors(spec, self.scheduler.name, parts)
         if parts is not None:
             errors += prequeue_errors(

@@ -14,6 +14,7 @@ import socket
 
 from ddp_tui.remote.backends.job_ids import task_ranges
 from ddp_tui.remote.backends.scheduler import SchedulerError
+from ddp_tui.remote.backends.stdio_paths import PatternValues, expand_stdio_path
 
 _SHORT_OPTS = {"-o": "output", "-e": "error", "-N": "nodes", "-J": "job-name", "-D": "chdir"}
 
@@ -73,36 +74,24 @@ def refuse_multi_node(nodes: int) -> None:
         )
 
 
-_PATTERN = re.compile(r"%(\d*)([%jJxuNnstAa])")
-
-
 def expand_log_pattern(
     pattern: str, job_id: str, job_name: str, *, array: tuple[str, int] | None = None
 ) -> str:
-    """Resolve sbatch's filename patterns (``%j``, ``%x``, ``%u``, ``%N``, ...) for one job;
-    ``array``: the master id and index of an array task (``%A`` and ``%a``)."""
+    """Resolve sbatch's filename patterns (``%j``, ``%x``, ``%u``, ``%N``, ...) for one job, as
+    Slurm does (:func:`~ddp_tui.remote.backends.stdio_paths.expand_stdio_path`); ``array``: the
+    master id and index of an array task (``%A`` and ``%a``). The job runs here, so ``%N`` is
+    this host; a plain job's ``%a`` is 0."""
     master, index = array if array is not None else (job_id, 0)
-    values = {
-        "j": job_id,
-        "J": job_id,
-        "A": master,
-        "a": str(index),
-        "x": job_name,
-        "u": _user(),
-        "N": socket.gethostname(),
-        "n": "0",
-        "s": "batch",
-        "t": "0",
-    }
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(2) == "%":
-            return "%"
-        value = values[m.group(2)]
-        width = m.group(1)
-        return value.zfill(int(width)) if width and value.isdigit() else value
-
-    return _PATTERN.sub(sub, pattern)
+    values = PatternValues(
+        job_id=job_id,
+        array_job_id=master,
+        array_task_id=index,
+        name=job_name,
+        user=_user(),
+        node=socket.gethostname(),
+    )
+    path = expand_stdio_path(pattern, values)
+    return pattern if path is None else path  # every value is known: never None
 
 
 #: The most tasks one array may have (Slurm's default MaxArraySize is 1001: indices 0-1000).

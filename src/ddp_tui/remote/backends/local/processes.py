@@ -32,6 +32,15 @@ class ProcInfo(NamedTuple):
         return self.state not in ("Z", "X", "x")
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity, which a container or ``taskset`` may
+    make fewer than the machine has."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # a platform without affinity
+        return os.cpu_count() or 1
+
+
 def proc_info(pid: int | str) -> ProcInfo | None:
     """``pid``'s state, parent, process group and start time from /proc, or None."""
     try:
