@@ -31,10 +31,11 @@ run: $(STAMP)
 install-test-deps:
 	bash scripts/install-test-deps.sh
 
-# Two workers (pytest-xdist) on the two cores. Every test of the real Slurm cluster and sshd
-# runs on one of them, in one group; the rest is shared out by file, longest first by
+# Three workers (pytest-xdist) on the two cores: the tests wait on jobs, schedulers and
+# terminals more than they compute. Every test of the real Slurm cluster and sshd runs on one
+# of them, in one group; the rest is shared out by file, longest first by
 # tests/durations.json (tests/suite/groups.py).
-PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
+PARALLEL := -n 3 --dist loadgroup --no-loadscope-reorder
 
 # pytest exits 5 when it collected nothing; that is a failure of the suite, not success,
 # but it must not hide behind a generic error either: say it plainly.

@@ -21,12 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = sorted((REPO / "benchmarks").glob("bench_*.py"))
 
 #: The quick modes that use the machine-wide fixtures (brought up by the suite, reused by them).
-ON_SLURM = {"bench_array_submit.py"}
+ON_SLURM = {"bench_array_submit.py", "bench_user_jobs.py"}
 OVER_SSH = {"bench_snapshot.py"}
 OVER_SSH_TO_SLURM = {"bench_remote.py"}
-#: The quick modes that train (torch, torchrun).
+#: The quick modes that train or load torch (torch, torchrun): out of the fast tier.
 TRAINS = {
     "bench_advisor.py",
+    "bench_input.py",
     "bench_metrics.py",
     "bench_trainer.py",
     "bench_observe.py",

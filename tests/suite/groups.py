@@ -1,10 +1,10 @@
-"""How the suite shares two workers (pytest-xdist, ``--dist loadgroup``).
+"""How the suite shares its workers (pytest-xdist, ``--dist loadgroup``; three on two cores).
 
 - Every test that uses a machine-wide fixture (the real Slurm cluster, the real sshd: each
   holds a machine-wide lock for its session) is in one group, ``machine``, so one worker owns
   them both and runs those tests one at a time, as a single session always did: the
   cluster-wide tests (controller restarts, requeues, reservations) never overlap another Slurm
-  test. The other worker runs the local work meanwhile.
+  test. The other workers run the local work meanwhile.
 - Every other test is grouped by its file, so a module's shared fixture (a trained run) is
   made once, by one worker.
 - Under xdist, groups go longest first (by tests/durations.json), the ``machine`` group before

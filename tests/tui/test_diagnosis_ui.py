@@ -14,6 +14,8 @@ from dataclasses import replace
 from textual.pilot import Pilot
 from textual.widgets import TabbedContent
 
+from ddp_tui.diagnosis.pending import pending_category
+from ddp_tui.diagnosis.waiting import WaitExplanation, wait_advice
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.model.views import RunView
 from ddp_tui.tui.diagnosis_panel import (
@@ -39,6 +41,7 @@ from tests.tui.fakes import (
     STALL,
     FakeCluster,
     diagnosed_runs,
+    sample_wait,
 )
 
 
@@ -106,12 +109,21 @@ def test_a_pending_runs_panel_gives_the_reason_and_the_estimate_on_demand() -> N
     before = panel_text(run, PanelState(), now=NOW)
     assert before is not None and "t asks the scheduler" in before.plain
     assert run.reason_label in before.plain
+    # What it waits for and what to do, from the reason alone (asking nothing).
+    category = pending_category(run.reason)
+    assert f"waits for: {category.words}" in before.plain
+    assert "what to do: " + wait_advice(category, run.reason, run.job_id or "") in before.plain
     asking = panel_text(run, PanelState(asking=True), now=NOW)
     assert asking is not None and "asking the scheduler" in asking.plain
-    known = panel_text(run, PanelState(estimate="2023-11-15T01:00:00"), now=NOW)
-    assert known is not None and "estimated start: 2023-11-15T01:00:00" in known.plain
-    unknown = panel_text(run, PanelState(estimate=""), now=NOW)
-    assert unknown is not None and "does not know yet" in unknown.plain
+    said = WaitExplanation.of_reason(
+        run.job_id or "", "PENDING", run.reason, scheduler="slurm", run_id=run.run_id
+    )
+    known = panel_text(
+        run, PanelState(wait=replace(said, estimated_start="2023-11-15T01:00")), now=NOW
+    )
+    assert known is not None and "estimated start: 2023-11-15T01:00" in known.plain
+    unknown = panel_text(run, PanelState(wait=said), now=NOW)
+    assert unknown is not None and "none given yet" in unknown.plain
 
 
 def test_evidence_is_found_in_its_log_tab_and_quiet_times_read_as_said() -> None:
@@ -246,20 +258,29 @@ async def test_fake_stalled_run_is_shown_and_can_be_cancelled_from_the_panel() -
         await wait_until(pilot, lambda: ("cancel", running.run_id) in fake.calls, "the cancel")
 
 
-async def test_fake_estimated_start_is_asked_on_demand_only() -> None:
-    fake = FakeCluster(estimate="2023-11-15T01:00:00")
+async def test_fake_why_a_run_waits_is_asked_on_demand_only() -> None:
+    # FAKE: the scheduler's account of the queued run (the real one is asked on the Slurm
+    # test cluster: tests/integration/test_why_slurm.py).
+    queued = _run(JobState.PENDING)
+    wait = replace(
+        sample_wait(queued.job_id or "", queued.run_id), estimated_start="2023-11-15T01:00:00"
+    )
+    fake = FakeCluster(waits={queued.run_id: wait})
     app = fake_app(fake)
     async with app.run_test(size=SIZE) as pilot:
         screen = await _open(pilot, "queued")
         panel = screen.query_one(DiagnosisPanel)
-        assert "t asks the scheduler" in str(panel.render())
-        assert not any(call == "estimated_start" for call, _ in fake.calls)
+        # From the reason alone, before asking: what it waits for and what to do.
+        before = str(panel.render())
+        assert "waits for:" in before and "what to do:" in before
+        assert "t asks the scheduler why" in before
+        assert not any(call == "why_waiting" for call, _ in fake.calls)
         await pilot.press("t")
-        await wait_until(pilot, lambda: screen.panel.estimate is not None, "the estimate")
-        assert "estimated start: 2023-11-15T01:00:00" in str(panel.render())
-        assert [c for c in fake.calls if c[0] == "estimated_start"] == [
-            ("estimated_start", _run(JobState.PENDING).run_id)
-        ]
+        await wait_until(pilot, lambda: screen.panel.wait is not None, "the explanation")
+        after = str(panel.render())
+        assert "estimated start: 2023-11-15T01:00:00" in after
+        assert "MaxJobs" in after and "priority" in after  # the limit and the sprio line
+        assert [c for c in fake.calls if c[0] == "why_waiting"] == [("why_waiting", queued.run_id)]
 
 
 def test_the_filter_finds_runs_by_their_reason() -> None:

@@ -22,6 +22,7 @@ from tests.tui.fakes import (
     diagnosed_runs,
     resource_view,
     sample_runs,
+    sample_wait,
     telemetry_lines,
 )
 
@@ -261,15 +262,21 @@ def test_detail_of_a_stalled_run(snap_compare: Any) -> None:
     assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=steady(run_before))
 
 
-def test_detail_of_a_pending_run_with_its_estimated_start(snap_compare: Any) -> None:
+def test_detail_of_a_pending_run_with_why_it_waits(snap_compare: Any) -> None:
     async def run_before(pilot: Pilot[None]) -> None:
         await _open_detail(pilot)
         await pilot.press("t")
-        await wait_until(pilot, lambda: pilot.app.screen.panel.estimate is not None, "the estimate")
+        await wait_until(pilot, lambda: pilot.app.screen.panel.wait is not None, "why it waits")
 
-    fake = FakeCluster(
-        runs=_first(JobState.PENDING, diagnosed_runs()), estimate="2023-11-15T01:00:00"
+    runs = _first(JobState.PENDING, diagnosed_runs())
+    pending = next(r for r in runs if r.state is JobState.PENDING)
+    # FAKE: the scheduler's account (a real one: tests/integration/test_why_slurm.py).
+    wait = replace(
+        sample_wait(pending.job_id or "", pending.run_id),
+        estimated_start="2023-11-15T01:00:00",
+        unavailable=(),
     )
+    fake = FakeCluster(runs=runs, waits={pending.run_id: wait})
     assert snap_compare(fake_app(fake), terminal_size=SIZE, run_before=steady(run_before))
 
 

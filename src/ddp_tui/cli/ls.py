@@ -1,4 +1,5 @@
-"""``ddp-tui ls``: every run, newest first, as a table or (``--json``) a JSON list."""
+"""``ddp-tui ls``: every run, newest first, as a table or (``--json``) a JSON list; with
+``--all`` the user's other jobs after them, marked as not ddp-tui's."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ddp_tui.remote.backends.user_jobs import Since
     from ddp_tui.remote.cluster import Cluster
+    from ddp_tui.remote.runs.user_jobs import AllJobs
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -25,6 +28,33 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         ),
     )
     ls.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    ls.add_argument(
+        "--all",
+        action="store_true",
+        help=(
+            "also list the user's other jobs, the ones ddp-tui did not submit (sbatch by hand, "
+            "other tools): queued and running ones (one squeue), and those ended since --since "
+            '(one sacct); marked as not ddp-tui\'s (JSON: "ours": false)'
+        ),
+    )
+    ls.add_argument(
+        "--since",
+        type=_since,
+        default=None,
+        metavar="WHEN",
+        help="with --all: list ended jobs back to WHEN: 30m, 12h, 7d (the default), 2w, "
+        "or a date (2026-11-20, 2026-11-20T08:00)",
+    )
+
+
+def _since(text: str) -> Since:
+    """``--since``'s value; argparse names the option in the error."""
+    from ddp_tui.remote.backends.user_jobs import parse_since
+
+    try:
+        return parse_since(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _fmt(x: float | None, spec: str = ".4g") -> str:
@@ -36,7 +66,11 @@ def run(cluster: Cluster, args: argparse.Namespace) -> int:
     from ddp_tui.reports.text import strict_json
     from ddp_tui.reports.usage import hours_text, resource_hours
 
-    snap = cluster.refresh()
+    if args.since is not None and not args.all:
+        print("ddp-tui: --since lists ended jobs of --all; add --all", file=sys.stderr)
+        return 2
+    every = cluster.user_jobs(args.since) if args.all else None
+    snap = every.snapshot if every is not None else cluster.refresh()
     # GPU-hours (CPU-hours on the CPU): the allocation times every attempt's elapsed time.
     hours = {v.run_id: resource_hours(v.spec, v.used_sec) for v in snap.runs}
     if snap.error:
@@ -71,6 +105,9 @@ def run(cluster: Cluster, args: argparse.Namespace) -> int:
             }
             for v in snap.runs
         ]
+        if every is not None:
+            rows = [{"ours": True, **row} for row in rows]
+            rows += [{"ours": False, **job.to_dict()} for job in every.foreign]
         print(strict_json(rows))
         return 0
     print("RUN\tJOB\tSTATE\tSIZE\tEPOCH\tLOSS\tVAL\tSAMPLES/S\tGPU-H\tREASON")
@@ -86,4 +123,26 @@ def run(cluster: Cluster, args: argparse.Namespace) -> int:
             print(f"* {v.run_id}: {v.note}")
         for damage in v.damage:  # DAMAGED, spelled out
             print(f"! {v.run_id}: {damage}")
+    if every is not None:
+        _print_foreign(every)
     return 0
+
+
+def _print_foreign(every: AllJobs) -> None:
+    """The jobs that are not ddp-tui's, under a title that says so."""
+    from ddp_tui.tui.formatting import duration
+
+    if every.error:
+        print(f"ddp-tui: warning: the other jobs: {every.error}", file=sys.stderr)
+    print(
+        f"\nNOT DDP-TUI'S: {len(every.foreign)} other jobs (queued, and ended since {every.since})"
+    )
+    print("JOB\tTASK\tNAME\tSTATE\tPARTITION\tNODES\tGPUS\tELAPSED\tLIMIT\tREASON")
+    for j in every.foreign:
+        task = "-" if j.array_task_id is None else str(j.array_task_id)
+        gpus = "?" if j.gpus is None else str(j.gpus)
+        limit = "-" if j.time_limit_sec is None else duration(j.time_limit_sec)
+        print(
+            f"{j.job_id}\t{task}\t{j.name}\t{j.state.value}\t{j.partition or '-'}\t{j.nodes}"
+            f"\t{gpus}\t{duration(j.elapsed_sec)}\t{limit}\t{j.reason or '-'}"
+        )

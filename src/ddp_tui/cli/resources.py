@@ -10,6 +10,7 @@ import io
 from typing import TYPE_CHECKING
 
 from ddp_tui.cli.lookup import add_run_argument, resolve_run
+from ddp_tui.reports.text import aligned
 
 if TYPE_CHECKING:
     from ddp_tui.remote.cluster import Cluster
@@ -44,19 +45,6 @@ def run(cluster: Cluster, args: argparse.Namespace) -> int:
     )
     print(text, end="")
     return 0
-
-
-def aligned(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    """``rows`` under ``header`` in columns: text left-aligned, numbers right-aligned."""
-    table = [header, *rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return [
-        "  ".join(
-            cell.ljust(w) if i < _TEXT_COLUMNS else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in table
-    ]
 
 
 def resources_text(
@@ -99,7 +87,7 @@ def resources_text(
     head += f", {summary.samples} samples over {span:.1f} min"
     if summary.attempts:
         head += ", " + attempts_text(summary.attempts)
-    lines = [head, *aligned(RESOURCE_TABLE_HEADER, rows)]
+    lines = [head, *aligned(RESOURCE_TABLE_HEADER, rows, text_columns=_TEXT_COLUMNS)]
     if summary.gpu_sources:
         lines.append("GPU source: " + ", ".join(summary.gpu_sources))
     lines += [f"note: {note}" for note in summary.notes]

@@ -1,14 +1,16 @@
-"""``ddp-tui why RUN``: why a run failed, is pending, or has stalled; a damaged run directory
-file by file. Exit 1 when there is something to fix."""
+"""``ddp-tui why RUN|JOBID``: why a run failed, is pending, or has stalled; a damaged run
+directory file by file; why any job of the user waits, ddp-tui's or not. Exit 1 when there is
+something to fix (a job that waits forever as it is counts)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING
 
-from ddp_tui.cli.lookup import add_run_argument, resolve_run
+from ddp_tui.cli.lookup import RUN_HELP, resolve_run_or_job
 
 if TYPE_CHECKING:
+    from ddp_tui.diagnosis.waiting import WaitExplanation
     from ddp_tui.remote.cluster import Cluster
     from ddp_tui.remote.model.views import RunView
 
@@ -17,18 +19,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
     """``why``'s parser."""
     why = sub.add_parser(
         name,
-        help="why a run failed, is pending, or has stalled (exit 1: something to fix)",
+        help="why a run failed, is pending, or has stalled; why any job of yours waits "
+        "(exit 1: something to fix)",
     )
-    add_run_argument(why)
+    why.add_argument("run", help=f"{RUN_HELP}; or any Slurm job id of yours")
     why.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
 
 
 def run(cluster: Cluster, args: argparse.Namespace) -> int:
     """Why the run is where it is; exit 1 when there is something to fix."""
     from ddp_tui.diagnosis.text import diagnosis_lines
+    from ddp_tui.diagnosis.waiting import wait_lines
     from ddp_tui.remote.backends.states import JobState
 
-    view = resolve_run(cluster, args.run)
+    found = resolve_run_or_job(cluster, args.run)
+    if isinstance(found, str):  # a job of the user's that is no run of ddp-tui's
+        return _job(args, cluster.why_waiting(found))
+    view = found
     head = f"{view.run_id} (job {view.job_id or '-'}): {view.state.value}"
     if view.exit_code:
         head += f", exit {view.exit_code}"
@@ -42,12 +49,13 @@ def run(cluster: Cluster, args: argparse.Namespace) -> int:
         doc: dict[str, object] = {"run_id": view.run_id, "state": view.state.value}
         lines = [head]
         if view.state is JobState.PENDING:
-            lines.append(f"pending: {view.reason_label or view.reason or 'no reason given'}")
             # Asked here because `why` is on demand: never in a periodic refresh.
-            start = cluster.estimated_start(view.run_id)
-            if start:
-                doc["estimated_start"] = start
-                lines.append(f"estimated start: {start}")
+            wait = cluster.why_waiting(view.run_id)
+            if wait.estimated_start:
+                doc["estimated_start"] = wait.estimated_start
+            doc["wait"] = wait.to_dict()
+            _print(args, doc, wait_lines(wait))
+            return 1 if wait.needs_action else 0
         if view.stall is not None:
             doc["stall"] = view.stall.summary
             lines.append(f"stalled: {view.stall.summary}")
@@ -75,6 +83,18 @@ def run(cluster: Cluster, args: argparse.Namespace) -> int:
     doc = {"run_id": view.run_id, "state": view.state.value, **diagnosis.to_dict()}
     _print(args, doc, [head, *diagnosis_lines(diagnosis)])
     return 1 if diagnosis.needs_fix else 0
+
+
+def _job(args: argparse.Namespace, wait: WaitExplanation) -> int:
+    """A job that is no run of ddp-tui's: why it waits, or where it is (exit 1: it waits
+    for something that only the person can change)."""
+    from ddp_tui.diagnosis.waiting import wait_lines
+
+    lines = wait_lines(wait)
+    if not wait.pending:
+        lines.append(f"not pending; what it used, once it has ended: ddp-tui usage {wait.job_id}")
+    _print(args, wait.to_dict(), lines)
+    return 1 if wait.needs_action else 0
 
 
 def _damaged(args: argparse.Namespace, view: RunView, head: str) -> int:

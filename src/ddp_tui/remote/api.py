@@ -12,11 +12,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from ddp_tui.diagnosis import Diagnosis
+from ddp_tui.diagnosis.waiting import WaitExplanation
 from ddp_tui.remote.backends.scheduler import PartitionInfo
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.backends.user_jobs import Since
 from ddp_tui.remote.groups.group_control import GroupRetry
 from ddp_tui.remote.live.shells import ShellPlan
 from ddp_tui.remote.live.stacks import StacksTaken
 from ddp_tui.remote.model.views import Check, RunDetail, RunView, Snapshot
+from ddp_tui.remote.runs.user_jobs import LOG_BYTES, AllJobs, JobLog
 from ddp_tui.remote.submit.plan import SubmitPlan
 from ddp_tui.remote.submit.sweep_plan import SweepPlan
 from ddp_tui.resources import ResourceSummary
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ddp_tui.advisor import Advice
+    from ddp_tui.reports.efficiency import UsageReport
     from ddp_tui.reports.outcomes import Outcomes, RunDiff
 
 
@@ -81,7 +86,39 @@ class GroupsAPI(Protocol):
     def diff(self, run_a: str, run_b: str) -> RunDiff: ...
 
 
-class ClusterAPI(SubmitAPI, RunsAPI, LiveAPI, GroupsAPI, Protocol):
+class UserJobsAPI(Protocol):
+    """Every job of the user, ddp-tui's runs beside the rest
+    (:class:`~ddp_tui.remote.runs.user_jobs.UserJobsService`)."""
+
+    def user_jobs(self, since: Since | None = None, *, follow: str | None = None) -> AllJobs: ...
+    def cancel_job(self, job_id: str) -> None: ...
+    def job_state(self, job_id: str) -> JobState: ...
+    def job_log(
+        self,
+        job_id: str,
+        *,
+        err: bool = False,
+        offset: int | None = None,
+        max_bytes: int = LOG_BYTES,
+    ) -> JobLog: ...
+
+
+class WaitingAPI(Protocol):
+    """Why a pending job waits, asked on demand
+    (:class:`~ddp_tui.remote.runs.waiting.WaitingService`)."""
+
+    def why_waiting(self, run_or_job: str) -> WaitExplanation: ...
+
+
+class UsageAPI(Protocol):
+    """What a run or any job used (:class:`~ddp_tui.remote.runs.job_usage.UsageService`)."""
+
+    def usage(self, run_or_job: str) -> UsageReport: ...
+
+
+class ClusterAPI(
+    SubmitAPI, RunsAPI, LiveAPI, GroupsAPI, UserJobsAPI, UsageAPI, WaitingAPI, Protocol
+):
     """Submit, follow, compare, cancel, retry and verify runs on one cluster: every service's
     calls, on the one object the app holds."""
 

@@ -7,7 +7,13 @@ and the feature services made of them.
   sweeps, retries;
 - :attr:`Cluster.live` (:mod:`ddp_tui.remote.live.service`): shells and stacks;
 - :attr:`Cluster.groups_service` (:mod:`ddp_tui.remote.groups.service`): compare, outcomes,
-  diff, advice, a group cancelled or retried.
+  diff, advice, a group cancelled or retried;
+- :attr:`Cluster.user_jobs_service` (:mod:`ddp_tui.remote.runs.user_jobs`): every job of the
+  user beside the runs, cancel and logs by job id;
+- :attr:`Cluster.usage_service` (:mod:`ddp_tui.remote.runs.job_usage`): what a run or any
+  job used, and what to ask for next time;
+- :attr:`Cluster.waiting_service` (:mod:`ddp_tui.remote.runs.waiting`): why a run's job or any
+  job of the user waits, asked on demand.
 
 The methods below only delegate, one line each, so that the app and the CLI keep one object
 to hold (:class:`~ddp_tui.remote.api.ClusterAPI`). A new capability is a module of its own and
@@ -31,12 +37,15 @@ from ddp_tui.remote.observe.followers import TelemetryCache
 from ddp_tui.remote.observe.following import Following
 from ddp_tui.remote.observe.observed import ObservedRuns
 from ddp_tui.remote.observe.run_table import DIAGNOSES_PER_REFRESH, RunTable
+from ddp_tui.remote.runs.job_usage import UsageService
 from ddp_tui.remote.runs.reactions import BY_COMMAND, Reactions, Stage
 from ddp_tui.remote.runs.reactions.ends import RecordEnds
 from ddp_tui.remote.runs.reactions.intents import ReconcileIntents
 from ddp_tui.remote.runs.reactions.notify import Notifier, NotifyEvents
 from ddp_tui.remote.runs.reactions.stalls import CancelStalled
 from ddp_tui.remote.runs.service import RunsService
+from ddp_tui.remote.runs.user_jobs import UserJobsService
+from ddp_tui.remote.runs.waiting import WaitingService
 from ddp_tui.remote.store.history import LOST_GRACE_SEC
 from ddp_tui.remote.store.run_jobs import IntentReconciler
 from ddp_tui.remote.store.runs import RunStore
@@ -118,6 +127,20 @@ class Cluster:
             view=self.runs.view,
             retry=self.submits.retry,
         )
+        #: Every job of the user, ddp-tui's runs beside the rest (:mod:`.runs.user_jobs`).
+        self.user_jobs_service = UserJobsService(
+            executor,
+            scheduler,
+            runs_root=store.root,
+            refresh=self.runs.refresh,
+            version=self.facts.version,
+        )
+        #: What a run or any job used, and what to ask for next time (:mod:`.runs.job_usage`).
+        self.usage_service = UsageService(
+            scheduler, views=self.runs.views, resources=self.runs.resources
+        )
+        #: Why a run's job or any job of the user waits, on demand (:mod:`.runs.waiting`).
+        self.waiting_service = WaitingService(scheduler, self.runs.info)
         self._bind()
 
     def _bind(self) -> None:
@@ -156,6 +179,16 @@ class Cluster:
         self.advise = groups.advise
         self.cancel_group = groups.cancel_group
         self.retry_group = groups.retry_group
+        # every job of the user, ddp-tui's or not
+        user_jobs = self.user_jobs_service
+        self.user_jobs = user_jobs.user_jobs
+        self.cancel_job = user_jobs.cancel_job
+        self.job_state = user_jobs.job_state
+        self.job_log = user_jobs.job_log
+        # what a run or any job used
+        self.usage = self.usage_service.usage
+        # why a pending job waits
+        self.why_waiting = self.waiting_service.why_waiting
 
     @classmethod
     def open(

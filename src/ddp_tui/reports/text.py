@@ -41,3 +41,19 @@ def collapse_carriage_returns(line: str) -> str:
         else:
             screen[: len(segment)] = segment
     return "".join(screen)
+
+
+def aligned(
+    header: tuple[str, ...], rows: list[tuple[str, ...]], *, text_columns: int = 3
+) -> list[str]:
+    """``rows`` under ``header`` in columns: the first ``text_columns`` left-aligned (text),
+    the rest right-aligned (numbers)."""
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return [
+        "  ".join(
+            cell.ljust(w) if i < text_columns else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in table
+    ]

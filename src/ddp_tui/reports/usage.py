@@ -49,14 +49,24 @@ def as_spec(spec: Mapping[str, Any] | ExperimentSpec) -> ExperimentSpec:
         return ExperimentSpec.from_dict({k: v for k, v in data.items() if k not in bad})
 
 
+def job_tasks(spec: Mapping[str, Any] | ExperimentSpec) -> int:
+    """The Slurm tasks of the run's job: the job script's shape (sbatch_templates) is one
+    task per node under torchrun, one per process under srun."""
+    s = as_spec(spec)
+    return s.nodes * (s.gpus_per_node if s.launcher == "srun" else 1)
+
+
+def allocated_cores(spec: Mapping[str, Any] | ExperimentSpec) -> int:
+    """The cores the run's job holds: each of its tasks holds ``cpus_per_task``."""
+    s = as_spec(spec)
+    return job_tasks(s) * s.cpus_per_task
+
+
 def allocated(spec: Mapping[str, Any] | ExperimentSpec) -> tuple[int, HoursUnit]:
     """What the run's job holds: (GPUs, "GPU") on cuda, (cores, "CPU") on the CPU."""
     s = as_spec(spec)
     if s.device == "cpu":
-        # The job script's shape (sbatch_templates): one task per node under torchrun,
-        # one per process under srun; each task holds cpus_per_task cores.
-        tasks_per_node = s.gpus_per_node if s.launcher == "srun" else 1
-        return s.nodes * tasks_per_node * s.cpus_per_task, "CPU"
+        return allocated_cores(s), "CPU"
     return s.nodes * s.gpus_per_node, "GPU"
 
 

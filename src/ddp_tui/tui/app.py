@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from textual import on, work
@@ -24,6 +24,7 @@ from ddp_tui.tui.messages import (
     Connected,
     ConnectFailed,
     EventsClaimed,
+    ForeignJobsReady,
     Notice,
     RefreshFailed,
     RequestFailed,
@@ -37,6 +38,7 @@ from ddp_tui.tui.prompter import TuiPrompter
 if TYPE_CHECKING:
     from ddp_tui.config import Profile
     from ddp_tui.remote.api import ClusterAPI
+    from ddp_tui.remote.backends.user_jobs import UserJob
     from ddp_tui.remote.model.views import RunView, Snapshot
     from ddp_tui.spec import ExperimentSpec, PartitionInfo
 
@@ -61,6 +63,11 @@ class DdpTuiApp(App[None]):
     snapshot: var[Snapshot | None] = var(None, always_update=True)
     #: What the header shows.
     status: var[Status] = var(Status())
+    #: The user's other jobs (not ddp-tui's) while the Jobs screen lists them (``a``);
+    #: None while it does not.
+    foreign: var[tuple[UserJob, ...] | None] = var(None, always_update=True)
+    #: Why the last listing of them failed, if it did.
+    foreign_error: var[str | None] = var(None)
 
     def __init__(
         self,
@@ -186,6 +193,21 @@ class DdpTuiApp(App[None]):
             stalled=snapshot.stalled,
         )
 
+    @on(ForeignJobsReady)
+    def _foreign_ready(self, message: ForeignJobsReady) -> None:
+        if self.io is not None and self.io.all_jobs:  # else an answer to a listing turned off
+            self.foreign = message.jobs
+            self.foreign_error = message.error
+
+    def list_all_jobs(self, on: bool) -> None:
+        """List the user's other jobs with each refresh (``on``), or stop; refreshes now."""
+        if self.io is None:
+            return
+        self.io.all_jobs = on
+        if not on:
+            self.foreign, self.foreign_error = None, None
+        self.io.refresh_soon()
+
     @on(EventsClaimed)
     def _events_claimed(self, message: EventsClaimed) -> None:
         self.notifications.deliver(message.events)
@@ -285,12 +307,66 @@ class DdpTuiApp(App[None]):
         run = self.run_by_id(run_id) if run_id else None
         self.push_screen(CompareScreen(run.group if run is not None else None))
 
-    def edit_run(self, run_id: str) -> None:
+    def edit_run(self, run_id: str, changes: Mapping[str, object] | None = None) -> None:
+        """Compose a copy of the run; ``changes``: spec fields to set in it (a usage
+        report's right-sizing), each checked by Compose as if typed."""
         run = self.run_by_id(run_id)
         if run is None:
             self.notify("That run is not in the last refresh yet.", severity="warning")
             return
-        self.open_compose(run.spec, title=f"Edit {run.name}")
+        if not changes:
+            self.open_compose(run.spec, title=f"Edit {run.name}")
+            return
+        from ddp_tui.spec import SpecError
+
+        try:
+            spec = run.spec.replace(**changes)
+        except (SpecError, TypeError, ValueError) as exc:
+            self.notify(f"Cannot right-size {run.name}: {exc}", severity="error", markup=False)
+            return
+        said = ", ".join(f"{k}={v}" for k, v in changes.items())
+        self.open_compose(spec, title=f"Right-size {run.name} ({said})")
+
+    def open_job(self, job: UserJob) -> None:
+        """Open a job that is not ddp-tui's: its logs, why it waits, what it used."""
+        from ddp_tui.tui.screens.job import JobScreen
+
+        self.push_screen(JobScreen(job))
+
+    def confirm_cancel_job(self, job: UserJob, *, whole_array: bool = False) -> None:
+        """Ask, then cancel a job that is not ddp-tui's (``whole_array``: every task of its
+        job array, with one scancel of the array's id)."""
+        from ddp_tui.tui.modals import ConfirmModal
+
+        if not job.state.is_active and not whole_array:
+            self.notify(
+                f"Job {job.job_id} is {job.state.value}: only queued or running jobs can be "
+                "cancelled.",
+                severity="warning",
+                markup=False,
+            )
+            return
+        target = (job.array_job_id or job.job_id) if whole_array else job.job_id
+        what = f"job array {target}" if whole_array else f"job {target}"
+
+        def answered(confirmed: bool | None) -> None:
+            if not confirmed:
+                return
+
+            def cancel(cluster: ClusterAPI) -> str:
+                cluster.cancel_job(target)
+                return f"Cancelled {what} ({job.name})."
+
+            self.ask(self, Request("Cancel", cancel, ActionDone))
+
+        self.push_screen(
+            ConfirmModal(
+                f"Cancel {what} ({job.name})? ddp-tui did not submit it.",
+                yes="Cancel it",
+                no="Keep",
+            ),
+            answered,
+        )
 
     def confirm_cancel(self, run_id: str) -> None:
         from ddp_tui.tui.modals import ConfirmModal

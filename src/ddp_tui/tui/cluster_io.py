@@ -29,6 +29,7 @@ from ddp_tui.tui.messages import (
     DetailReady,
     EventsClaimed,
     FollowFailed,
+    ForeignJobsReady,
     RefreshFailed,
     RequestFailed,
     SnapshotReady,
@@ -129,6 +130,9 @@ class ClusterIO:
         self._follow: _Follow | None = None
         self._pace = _Pace()
         self._snapshot: Snapshot | None = None  # the newest, for the follow pace
+        #: Whether each refresh lists the user's other jobs too (the Jobs screen's ``a``):
+        #: one more squeue and sacct per refresh, so only while they are shown.
+        self.all_jobs = False
 
     # -- what the facade says without I/O (safe from the UI thread) -----------------
 
@@ -242,7 +246,13 @@ class ClusterIO:
         unread = 0
         try:
             self._start_over(follow)
-            snapshot = self._cluster.refresh(follow=follow.run_id if follow else None)
+            followed = follow.run_id if follow else None
+            if self.all_jobs:
+                listing = self._cluster.user_jobs(follow=followed)
+                snapshot = listing.snapshot
+                self._app.post_message(ForeignJobsReady(listing.foreign, listing.error))
+            else:
+                snapshot = self._cluster.refresh(follow=followed)
         except Exception as error:  # an outage must never end the loop
             failures = self._pace.failures + 1
             self._app.post_message(RefreshFailed(describe_error(error)))

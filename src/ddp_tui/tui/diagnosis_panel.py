@@ -2,9 +2,10 @@
 why a pending run waits.
 
 The texts are pure functions of the read model (:class:`~ddp_tui.remote.model.views.RunView` and
-what the screen gathered: a fresh diagnosis, the heartbeats, the log's last lines, an
-estimated start), so they are tested without an app. The screen owns the keys that act on
-the panel (see :mod:`ddp_tui.tui.screens.detail`); the panel only says which they are.
+what the screen gathered: a fresh diagnosis, the heartbeats, the log's last lines, the
+scheduler's account of why a pending run waits), so they are tested without an app. The
+screen owns the keys that act on the panel (see :mod:`ddp_tui.tui.screens.detail`); the
+panel only says which they are.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ddp_tui.tui.stacks_view import STACKS_KEY
 if TYPE_CHECKING:
     from ddp_tui.diagnosis import Diagnosis, Evidence
     from ddp_tui.diagnosis.stall import Heartbeat, SilentRank, Stall
+    from ddp_tui.diagnosis.waiting import WaitExplanation
     from ddp_tui.remote.model.views import RunView
     from ddp_tui.tui.logview import Stream
 
@@ -149,22 +151,35 @@ def stall_text(
     return text
 
 
-def pending_text(run: RunView, estimate: str | None, asking: bool) -> Text:
-    """A pending run: the scheduler's reason in words, and its estimated start on demand."""
+def pending_text(run: RunView, wait: WaitExplanation | None, asking: bool) -> Text:
+    """A pending run: the scheduler's reason in words, what it waits for and what to do
+    (from the reason alone), then on demand the scheduler's own account: the estimated
+    start, the priority, the limit, the dependency or the reservation."""
+    from ddp_tui.diagnosis.pending import pending_category
+    from ddp_tui.diagnosis.waiting import wait_advice, wait_lines
+
     text = Text()
     reason = run.reason_label or "waiting for the scheduler"
     _title(text, "Pending", reason, "bold yellow")
     if run.reason and run.reason != reason:
         text.append(f" ({run.reason})", style="dim")
-    text.append("\n estimated start: ", style="bold")
+    if wait is None or wait.category is None:
+        category = pending_category(run.reason)
+        text.append("\n waits for: ", style="bold")
+        text.append(category.words)
+        text.append("\n what to do: ", style="bold")
+        text.append(wait_advice(category, run.reason, run.job_id or "JOBID"))
     if asking:
-        text.append("asking the scheduler...", style="dim")
-    elif estimate is None:
-        text.append(f"{ESTIMATE_KEY}", style="bold cyan")
-        text.append(" asks the scheduler", style="dim")
+        text.append("\n asking the scheduler why it waits...", style="dim")
+    elif wait is None:
+        text.append(f"\n {ESTIMATE_KEY}", style="bold cyan")
+        text.append(" asks the scheduler why, and when it should start", style="dim")
     else:
-        text.append(estimate or "the scheduler does not know yet")
-        text.append(f"  ({ESTIMATE_KEY} asks again)", style="dim")
+        for line in wait_lines(wait)[1:]:  # the first names the job: the title has it
+            label, sep, rest = line.partition(": ")
+            text.append(f"\n {label}{sep}", style="bold")
+            text.append(rest)
+        text.append(f"\n ({ESTIMATE_KEY} asks again)", style="dim")
     return text
 
 
@@ -175,7 +190,7 @@ class PanelState:
     diagnosis: Diagnosis | None = None  # a fresh one from Cluster.diagnose (None: not yet)
     diagnosed_job: str | None = None  # the attempt it is for
     diagnosing: bool = False
-    estimate: str | None = None  # None: not asked yet
+    wait: WaitExplanation | None = None  # why the pending run waits (None: not asked yet)
     asking: bool = False
     heartbeats: list[Heartbeat] = field(default_factory=list)
     #: The followed run's stall as Run detail reads it: with the silent ranks named (the
@@ -202,7 +217,7 @@ def panel_text(
     if run is None or run.kind == "preflight":
         return None  # a preflight's result is in the summary already
     if run.state is JobState.PENDING:
-        return pending_text(run, state.estimate, state.asking)
+        return pending_text(run, state.wait, state.asking)
     stall = state.stall or run.stall
     if stall is not None and not run.state.is_terminal:
         return stall_text(stall, heartbeats=state.heartbeats, last_lines=last_lines, now=now)

@@ -22,10 +22,17 @@ from ddp_tui.remote.backends.states import COUNT_ORDER, RETRY_STATES, JobState
 if TYPE_CHECKING:
     # Types only: the jobs screen paints its first frame before the read model (and the spec
     # under it) is imported, by the connect worker.
+    from ddp_tui.remote.backends.user_jobs import UserJob
     from ddp_tui.remote.model.views import RunView
+    from ddp_tui.tui.foreign_rows import JobArray
 
 #: Row keys of group rows start with this; run ids never do (they start with a timestamp).
 GROUP_ROW_PREFIX = "group:"
+
+#: A group row's name starts with whether its members are shown.
+OPEN, CLOSED = "▾ ", "▸ "
+#: A member row's name is indented under its group's.
+INDENT = "  "
 
 #: Each state's place in a group row's count: the states' own order.
 _RANK = {state: index for index, state in enumerate(COUNT_ORDER)}
@@ -74,14 +81,18 @@ class RunGroup:
 
 @dataclass(frozen=True)
 class JobLine:
-    """One row of the Jobs table: a run (``member`` when it is shown under its group's row)
-    or a group."""
+    """One row of the Jobs table: a run (``member`` when it is shown under its group's row),
+    a group, or one of the user's other jobs or job arrays."""
 
-    key: str  # the run id, or group_row_key(group.key)
+    key: str  # the run id, a job's job_row_key(), or group_row_key(group.key)
     run: RunView | None = None
     group: RunGroup | None = None
     member: bool = False
     expanded: bool = False  # group rows: its members are shown below it
+    #: A job of the user that is not ddp-tui's (``a`` lists them), or a job array of them
+    #: folded into one row (:mod:`ddp_tui.tui.foreign_rows`).
+    job: UserJob | None = None
+    array: JobArray | None = None
 
 
 def state_counts(runs: Sequence[RunView]) -> tuple[tuple[JobState, int], ...]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 from ddp_tui.remote.backends.job_ids import job_id_sort_key
 from ddp_tui.remote.backends.states import COUNT_ORDER, JobState
 from ddp_tui.reports.usage import resource_hours
+from ddp_tui.tui.foreign_rows import JOB_VALUES, JobArray
 
 if TYPE_CHECKING:
     from ddp_tui.remote.model.views import RunView
@@ -67,11 +68,15 @@ _GROUP_AGGREGATE: Final[dict[str, Callable[[list[SortValue]], SortValue]]] = {
 }
 
 
-def group_value(group: RunGroup, column: str) -> SortValue | None:
-    """A group row's value in ``column``."""
+def group_value(group: RunGroup | JobArray, column: str) -> SortValue | None:
+    """A group row's value in ``column`` (a sweep's, or a job array's that is not ours)."""
     if column == "name":
         return group.name.lower()
-    values = [v for v in (RUN_VALUES[column](m) for m in group.members) if v is not None]
+    if isinstance(group, JobArray):
+        found = (JOB_VALUES[column](task) for task in group.tasks)
+    else:
+        found = (RUN_VALUES[column](m) for m in group.members)
+    values = [v for v in found if v is not None]
     if not values:
         return None
     aggregate = _GROUP_AGGREGATE.get(column)
@@ -82,8 +87,12 @@ def line_value(line: JobLine, column: str) -> SortValue | None:
     """The value a top-level line sorts by in ``column``."""
     if line.group is not None:
         return group_value(line.group, column)
+    if line.array is not None:
+        return group_value(line.array, column)
     if line.run is not None:
         return RUN_VALUES[column](line.run)
+    if line.job is not None:
+        return JOB_VALUES[column](line.job)
     return None
 
 

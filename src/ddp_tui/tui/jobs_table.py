@@ -25,12 +25,15 @@ from textual.strip import Strip
 
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.reports.usage import hours_text, resource_hours
+from ddp_tui.tui.foreign_rows import array_group, array_values, job_values
 from ddp_tui.tui.formatting import STATE_STYLES, duration, metric_label, number, rate
-from ddp_tui.tui.job_groups import JobLine, RunGroup, counts_label
+from ddp_tui.tui.job_groups import CLOSED, INDENT, OPEN, JobLine, RunGroup, counts_label
 from ddp_tui.tui.run_summary import run_size
 
 if TYPE_CHECKING:
+    from ddp_tui.remote.backends.user_jobs import UserJob
     from ddp_tui.remote.model.views import RunView
+    from ddp_tui.tui.foreign_rows import JobArray
 
 # (key, label, width). Fixed widths: the table never measures cells, so an in-place
 # update costs a few microseconds (update_width=True re-measures the whole column).
@@ -51,16 +54,12 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("hours", "GPU-h", 10),  # a CPU run's CPU-hours say so: "0.12 CPU" (usage.hours_text)
     ("reason", "Reason", 9),
 )
+_NAME = 0
 _STATE = 2  # the state column's index: it is drawn in the state's colour
 _REASON = len(COLUMNS) - 1
 _GAP = 1  # the space before each cell
 
 Row = tuple[str, ...]
-
-#: A group row's name starts with whether its members are shown.
-OPEN, CLOSED = "▾ ", "▸ "
-#: A member row's name is indented under its group's.
-INDENT = "  "
 
 
 def hours_cell(hours: float, unit: str) -> str:
@@ -208,6 +207,9 @@ class JobsTable(ScrollView, can_focus=True):
     JobsTable > .jobs-table--fix {
         color: $error;
     }
+    JobsTable > .jobs-table--foreign {
+        color: $text-muted;
+    }
     """
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -217,6 +219,7 @@ class JobsTable(ScrollView, can_focus=True):
         "jobs-table--group",
         "jobs-table--stalled",
         "jobs-table--fix",
+        "jobs-table--foreign",
     }
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -244,6 +247,17 @@ class JobsTable(ScrollView, can_focus=True):
             return self.table
 
     @dataclass
+    class JobSelected(Message):
+        """Enter or a click on the row of a job that is not ddp-tui's."""
+
+        table: JobsTable
+        job: UserJob
+
+        @property
+        def control(self) -> JobsTable:
+            return self.table
+
+    @dataclass
     class GroupToggled(Message):
         """A group's row asked to open (``expand`` True), close (False) or flip (None)."""
 
@@ -263,6 +277,8 @@ class JobsTable(ScrollView, can_focus=True):
         self._rows: dict[str, Row] = {}
         self._marks: dict[str, str] = {}  # row key -> reason_style(), where it has one
         self._groups: dict[str, RunGroup] = {}  # group rows' keys -> their group
+        self._jobs: dict[str, UserJob] = {}  # the user's other jobs' row keys -> the job
+        self._arrays: dict[str, JobArray] = {}  # their folded arrays' row keys -> the array
         self._parents: dict[str, str] = {}  # member rows' run ids -> their group's key
         #: The columns shown (indices into COLUMNS, in order): the column picker's choice.
         self.shown: tuple[int, ...] = tuple(range(len(COLUMNS)))
@@ -296,9 +312,21 @@ class JobsTable(ScrollView, can_focus=True):
 
     @property
     def selected_run_id(self) -> str | None:
-        """The run under the cursor; None on a group's row."""
+        """The run under the cursor; None on a group's row or another job's."""
         key = self.selected_key
-        return None if key is None or key in self._groups else key
+        if key is None or key in self._groups or key in self._jobs or key in self._arrays:
+            return None
+        return key
+
+    @property
+    def selected_job(self) -> UserJob | None:
+        """The user's other job (not ddp-tui's) under the cursor."""
+        return self._jobs.get(self.selected_key or "")
+
+    @property
+    def selected_array(self) -> JobArray | None:
+        """The folded job array (not ddp-tui's) under the cursor."""
+        return self._arrays.get(self.selected_key or "")
 
     @property
     def selected_group(self) -> RunGroup | None:
@@ -330,9 +358,22 @@ class JobsTable(ScrollView, can_focus=True):
         marks: dict[str, str] = {}
         groups: dict[str, RunGroup] = {}
         parents: dict[str, str] = {}
+        jobs: dict[str, UserJob] = {}
+        arrays: dict[str, JobArray] = {}
         for line in lines:
             order.append(line.key)
-            if line.group is not None:
+            mark = ""
+            if line.array is not None:
+                arrays[line.key] = line.array
+                values[line.key] = array_values(line.array, expanded=line.expanded)
+                mark = "foreign"
+            elif line.job is not None:
+                jobs[line.key] = line.job
+                values[line.key] = job_values(line.job, member=line.member)
+                mark = "foreign"
+                if line.member and line.job.array_job_id:
+                    parents[line.key] = array_group(line.job.array_job_id)
+            elif line.group is not None:
                 groups[line.key] = line.group
                 values[line.key] = group_values(line.group, expanded=line.expanded)
                 mark = group_style(line.group)
@@ -347,6 +388,8 @@ class JobsTable(ScrollView, can_focus=True):
                 marks[line.key] = mark
         self._groups = groups
         self._parents = parents
+        self._jobs = jobs
+        self._arrays = arrays
         marks_changed = marks != self._marks
         self._marks = marks
         if order != self.order:
@@ -408,11 +451,23 @@ class JobsTable(ScrollView, can_focus=True):
     def action_last(self) -> None:
         self.move_cursor(len(self.order) - 1)
 
+    @property
+    def _selected_fold(self) -> str | None:
+        """The group key of the sweep or job array whose row is under the cursor."""
+        if (group := self.selected_group) is not None:
+            return group.key
+        if (array := self.selected_array) is not None:
+            return array.key
+        return None
+
     def action_select(self) -> None:
-        """Enter: open the run, or open or close the group."""
-        group = self.selected_group
-        if group is not None:
-            self.post_message(self.GroupToggled(self, group.key, None))
+        """Enter: open the run or job, or open or close the group."""
+        fold = self._selected_fold
+        if fold is not None:
+            self.post_message(self.GroupToggled(self, fold, None))
+            return
+        if (job := self.selected_job) is not None:
+            self.post_message(self.JobSelected(self, job))
             return
         run_id = self.selected_run_id
         if run_id is not None:
@@ -420,14 +475,14 @@ class JobsTable(ScrollView, can_focus=True):
 
     def action_toggle_group(self) -> None:
         """Space: open or close the group under the cursor."""
-        if (group := self.selected_group) is not None:
-            self.post_message(self.GroupToggled(self, group.key, None))
+        if (fold := self._selected_fold) is not None:
+            self.post_message(self.GroupToggled(self, fold, None))
 
     def action_expand(self, expand: bool) -> None:
         """Open (right, +) or close (left, -) the group under the cursor; on a member's
         row, left closes its group."""
-        if (group := self.selected_group) is not None:
-            self.post_message(self.GroupToggled(self, group.key, expand))
+        if (fold := self._selected_fold) is not None:
+            self.post_message(self.GroupToggled(self, fold, expand))
         elif not expand and (parent := self.parent_group(self.selected_key or "")):
             self.post_message(self.GroupToggled(self, parent, False))
 
@@ -457,7 +512,7 @@ class JobsTable(ScrollView, can_focus=True):
         style = base
         if index % 2:
             style = style + self.get_component_rich_style("jobs-table--even")
-        if key in self._groups:
+        if key in self._groups or key in self._arrays:
             style = style + self.get_component_rich_style("jobs-table--group", partial=True)
         if index == self.cursor_row:
             style = style + self.get_component_rich_style("jobs-table--cursor")
@@ -487,7 +542,8 @@ class JobsTable(ScrollView, can_focus=True):
                 cell_style = style + Style.parse(_state_style(state))
                 if marked is not None and mark == "stalled":  # its state is marked too
                     cell_style = cell_style + marked
-            if index == _REASON and marked is not None:
+            if marked is not None and index == (_NAME if mark == "foreign" else _REASON):
+                # A stall or a fix marks the reason; another's job its name, muted.
                 cell_style = style + marked
             if index == last:
                 cell_width = rest

@@ -17,10 +17,13 @@ if TYPE_CHECKING:
 
     from ddp_tui.advisor import Advice
     from ddp_tui.diagnosis import Diagnosis
+    from ddp_tui.diagnosis.waiting import WaitExplanation
     from ddp_tui.remote.api import ClusterAPI
+    from ddp_tui.remote.backends.user_jobs import UserJob
     from ddp_tui.remote.model.events import NotifyEvent
     from ddp_tui.remote.model.views import Check, RunDetail, RunView, Snapshot
     from ddp_tui.remote.submit.plan import SubmitPlan
+    from ddp_tui.reports.efficiency import UsageReport
     from ddp_tui.spec import FieldError
     from ddp_tui.tui.speedup_plot import SeriesPoint
 
@@ -96,11 +99,27 @@ class DiagnosisReady(Message, bubble=False):
 
 
 @dataclass
-class EstimateReady(Message, bubble=False):
-    """The scheduler's estimated start of one pending run ("": it does not know)."""
+class ForeignJobsReady(Message):
+    """The user's other jobs (not ddp-tui's), listed with a refresh while ``a`` is on."""
+
+    jobs: tuple[UserJob, ...]
+    error: str | None = None
+
+
+@dataclass
+class UsageReady(Message, bubble=False):
+    """What one ended run's job used against what it held, and what to ask for next time."""
 
     run_id: str
-    estimate: str
+    report: UsageReport
+
+
+@dataclass
+class WaitReady(Message, bubble=False):
+    """Why one pending run waits, and when it should start, as its scheduler said."""
+
+    run_id: str
+    wait: WaitExplanation
 
 
 @dataclass

@@ -7,7 +7,9 @@ and to the same pixel every time. Every story test (submit, follow, cancel, retr
 uses the real ``Cluster`` against the real local scheduler or real Slurm instead.
 
 One fake per service of :mod:`ddp_tui.remote.api` (``services.py``: ``FakeSubmits``,
-``FakeRuns``, ``FakeLive``, ``FakeGroups``, each checked by mypy against its protocol), over
+``FakeRuns``, ``FakeLive``, ``FakeGroups``; ``user_jobs.py``: ``FakeUserJobs``, the user's
+jobs that ddp-tui did not submit; ``waiting.py``: ``FakeWaiting``, why a pending job waits;
+each checked by mypy against its protocol), over
 one shared ``FakeState``; ``FakeCluster`` (``cluster.py``) is the four on one object, as the
 app holds ``Cluster`` (:class:`ddp_tui.remote.api.ClusterAPI`, checked by mypy too). They
 return fixed data (``data.py``); the spec checks and the submit plans are the real ones
@@ -28,13 +30,23 @@ from tests.tui.fakes.data import (
     STALL,
     diagnosed_runs,
     resource_view,
+    sample_accounting,
     sample_advice,
     sample_members,
     sample_metrics,
     sample_runs,
     telemetry_lines,
 )
-from tests.tui.fakes.services import FakeGroups, FakeLive, FakeRuns, FakeState, FakeSubmits
+from tests.tui.fakes.services import (
+    FakeGroups,
+    FakeLive,
+    FakeRuns,
+    FakeState,
+    FakeSubmits,
+    FakeUsage,
+)
+from tests.tui.fakes.user_jobs import FakeUserJobs, sample_user_jobs
+from tests.tui.fakes.waiting import FakeWaiting, sample_wait
 
 __all__ = [
     "BASE",
@@ -53,11 +65,17 @@ __all__ = [
     "FakeRuns",
     "FakeState",
     "FakeSubmits",
+    "FakeUsage",
+    "FakeUserJobs",
+    "FakeWaiting",
     "diagnosed_runs",
     "resource_view",
+    "sample_accounting",
     "sample_advice",
     "sample_members",
     "sample_metrics",
     "sample_runs",
+    "sample_user_jobs",
+    "sample_wait",
     "telemetry_lines",
 ]

@@ -3,11 +3,20 @@ checked by mypy below), as :class:`ddp_tui.remote.cluster.Cluster` holds the rea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ddp_tui.remote.api import ClusterAPI
-from tests.tui.fakes.services import FakeGroups, FakeLive, FakeRuns, FakeState, FakeSubmits
+from tests.tui.fakes.services import (
+    FakeGroups,
+    FakeLive,
+    FakeRuns,
+    FakeState,
+    FakeSubmits,
+    FakeUsage,
+)
+from tests.tui.fakes.user_jobs import FakeUserJobs
+from tests.tui.fakes.waiting import FakeWaiting
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -15,6 +24,8 @@ if TYPE_CHECKING:
     from ddp_tui.advisor import Advice
     from ddp_tui.diagnosis import Diagnosis
     from ddp_tui.diagnosis.stall import Heartbeat, Stall
+    from ddp_tui.diagnosis.waiting import WaitExplanation
+    from ddp_tui.remote.backends.user_jobs import UserJob
     from ddp_tui.remote.model.views import RunView
     from ddp_tui.resources import ResourceView
 
@@ -62,6 +73,9 @@ class FakeCluster:
         telemetry: ResourceView | None = None,
         comparison: pd.DataFrame | None = None,
         advice: Advice | Exception | None = None,
+        foreign: Sequence[UserJob] | None = None,
+        job_logs: Mapping[str, Sequence[str]] | None = None,
+        waits: Mapping[str, WaitExplanation] | None = None,
     ) -> None:
         self.state = FakeState() if runs is None else FakeState(list(runs))
         self.submits = FakeSubmits(self.state)
@@ -78,6 +92,12 @@ class FakeCluster:
         )
         self.live = FakeLive(self.state)
         self.groups_service = FakeGroups(self.state, self.submits.retry, comparison, advice)
+        #: The user's other jobs (default: ``sample_user_jobs()``), beside the same runs.
+        self.user_jobs_service = FakeUserJobs(
+            self.state, self.runs_service.refresh, foreign, logs=job_logs
+        )
+        self.usage_service = FakeUsage(self.state)
+        self.waiting_service = FakeWaiting(self.state, waits)
 
     # compose and submit
     default_spec = _On("submits", FakeSubmits.default_spec)
@@ -108,6 +128,15 @@ class FakeCluster:
     export_comparison = _On("groups_service", FakeGroups.export_comparison)
     outcomes = _On("groups_service", FakeGroups.outcomes)
     diff = _On("groups_service", FakeGroups.diff)
+    # every job of the user
+    user_jobs = _On("user_jobs_service", FakeUserJobs.user_jobs)
+    cancel_job = _On("user_jobs_service", FakeUserJobs.cancel_job)
+    job_state = _On("user_jobs_service", FakeUserJobs.job_state)
+    job_log = _On("user_jobs_service", FakeUserJobs.job_log)
+    # what a run or any job used
+    usage = _On("usage_service", FakeUsage.usage)
+    # why a pending job waits
+    why_waiting = _On("waiting_service", FakeWaiting.why_waiting)
 
     @property
     def runs(self) -> list[RunView]:

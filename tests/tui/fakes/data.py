@@ -27,6 +27,7 @@ from ddp_tui.reports.outcomes import Member
 from ddp_tui.spec import ExperimentSpec, PartitionInfo
 
 if TYPE_CHECKING:
+    from ddp_tui.reports.accounting import JobAccounting
     from ddp_tui.resources import ResourceView
 
 NOW = 1_700_000_000.0
@@ -59,6 +60,38 @@ BASE = ExperimentSpec(
     batch_per_gpu=128,
     cpus_per_task=4,
 )
+
+
+def sample_accounting(job_id: str = "4242", state: str = "COMPLETED") -> JobAccounting:
+    """FAKE accounting with the numbers sacct recorded on the test cluster for a 2-node
+    ``srun`` job holding 200 MiB per task (one task per node), its batch step unsampled."""
+    from ddp_tui.reports.accounting import JobAccounting, MemoryRequest, StepUsage
+
+    mem = {"mem": 209.96}
+    start, end = "2026-11-28T04:20:22", "2026-11-28T04:20:26"
+    return JobAccounting(
+        job_id=job_id,
+        state=state,
+        source="sacct",
+        name="hold-200m",
+        elapsed_sec=4.0,
+        time_limit_sec=300.0,
+        node_count=2,
+        nodes=("n1", "n2"),
+        cpus=2,
+        gpus=4,
+        memory=MemoryRequest(8000.0, "job", "ReqTRES"),
+        cpu_sec=2.234,
+        steps=(
+            StepUsage("batch", state, start, end, 4.0, ("n1",), 1, 1, 0.009),
+            StepUsage(
+                "0", state, start, end, 4.0, ("n1", "n2"), 2, 2, 2.225,
+                usage_max=mem, usage_max_node={"mem": "n2"},
+                usage_min={"mem": 209.62}, usage_min_node={"mem": "n1"},
+                usage_tot={"mem": 419.58}, usage_ave={"mem": 209.79},
+            ),
+        ),
+    )  # fmt: skip
 
 
 def fixed_attempt(job_id: str, attempt: int = 1, retry_of: str | None = None) -> Attempt:

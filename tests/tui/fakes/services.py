@@ -13,7 +13,7 @@ import pandas as pd
 from ddp_tui.advisor import Advice
 from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.diagnosis.stall import Heartbeat, Stall
-from ddp_tui.remote.api import GroupsAPI, LiveAPI, RunsAPI, SubmitAPI
+from ddp_tui.remote.api import GroupsAPI, LiveAPI, RunsAPI, SubmitAPI, UsageAPI
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.groups.group_control import GroupRetry, retry_group
 from ddp_tui.remote.live.shells import ShellPlan
@@ -36,6 +36,7 @@ from tests.tui.fakes.data import (
     PARTITIONS,
     RUNS_ROOT,
     fixed_attempt,
+    sample_accounting,
     sample_advice,
     sample_members,
     sample_metrics,
@@ -43,6 +44,7 @@ from tests.tui.fakes.data import (
 )
 
 if TYPE_CHECKING:
+    from ddp_tui.reports.efficiency import UsageReport
     from ddp_tui.resources import ResourceSummary, ResourceView
 
 
@@ -329,6 +331,25 @@ class FakeGroups:
         ]
 
 
+class FakeUsage:
+    """What a job used (:class:`ddp_tui.remote.api.UsageAPI`): FAKE accounting with the test
+    cluster's numbers (:func:`~tests.tui.fakes.data.sample_accounting`), read by the real
+    report, for a run (its latest job and state) or any job id."""
+
+    def __init__(self, state: FakeState) -> None:
+        self.state = state
+
+    def usage(self, run_or_job: str) -> UsageReport:
+        from ddp_tui.reports.efficiency import usage_report
+
+        self.state.calls.append(("usage", run_or_job))
+        run = next((r for r in self.state.runs if r.run_id == run_or_job), None)
+        if run is None:
+            return usage_report(sample_accounting(run_or_job), ended=True)
+        acct = sample_accounting(run.job_id or "4242", run.state.value)
+        return usage_report(acct, ended=run.state.is_terminal, run_id=run.run_id)
+
+
 # mypy checks here that each fake offers every call of its service that the app makes.
 def _conforms_submits(fake: FakeSubmits) -> SubmitAPI:
     return fake
@@ -343,4 +364,8 @@ def _conforms_live(fake: FakeLive) -> LiveAPI:
 
 
 def _conforms_groups(fake: FakeGroups) -> GroupsAPI:
+    return fake
+
+
+def _conforms_usage(fake: FakeUsage) -> UsageAPI:
     return fake

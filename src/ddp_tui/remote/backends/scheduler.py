@@ -10,8 +10,12 @@ from typing import TYPE_CHECKING
 from ddp_tui.errors import DdpTuiError
 from ddp_tui.remote.backends.executor import CommandResult
 from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.backends.user_jobs import Since, StdioPaths, UserJob, UserJobsAnswer
 
 if TYPE_CHECKING:
+    from ddp_tui.diagnosis.waiting import WaitExplanation
+    from ddp_tui.reports.accounting import JobAccounting
+
     # A cluster fact the spec is checked against, so the domain defines it; the interface
     # below returns it, so it stays importable from here (:func:`__getattr__`).
     from ddp_tui.spec.partitions import PartitionInfo as PartitionInfo
@@ -112,6 +116,28 @@ class Scheduler(ABC):
         """When the scheduler expects a pending job to start, in words ("" if unknown)."""
         return ""
 
+    def why_waiting(self, job_id: str) -> WaitExplanation:
+        """Why a job waits, as far as this scheduler says: its state and its reason in a
+        category, with what to do (the local scheduler's reasons are "Resources",
+        "requeued" and "JobArrayTaskLimit"). Asked on demand only, never in a refresh."""
+        from ddp_tui.diagnosis.waiting import Unavailable, WaitExplanation
+
+        status = self.poll([job_id]).get(job_id)
+        if status is None:
+            unknown = Unavailable("job", f"the {self.name} scheduler does not know job {job_id}")
+            return WaitExplanation(
+                job_id, JobState.UNKNOWN.value, self.name, unavailable=(unknown,)
+            )
+        pending = status.state is JobState.PENDING
+        return WaitExplanation.of_reason(
+            job_id,
+            status.state.value,
+            status.reason,
+            scheduler=self.name,
+            partition=status.partition,
+            estimated_start=self.estimated_start(job_id) if pending else "",
+        )
+
     def jobs_in_dir(self, run_dir: str) -> list[str]:
         """Ids of jobs submitted from ``run_dir``, oldest first (to recover a lost answer)."""
         return []
@@ -132,6 +158,31 @@ class Scheduler(ABC):
     def accounting(self, job_id: str) -> str:
         """The accounting summary text saved as ``sacct.txt``; empty if none."""
         return ""
+
+    def job_usage(self, job_id: str) -> JobAccounting | None:
+        """What the job used, as the scheduler's accounting recorded it: the last attempt's
+        allocation and every step. None where this scheduler keeps no such record (the
+        local scheduler: its job's state and elapsed time come from :meth:`poll`)."""
+        return None
+
+    def user_jobs_commands(self, since: Since, *, version: str = "") -> list[list[str]]:
+        """The commands that list every job of the user, queued, running, or ended since
+        ``since``: one squeue and one sacct on Slurm (``version``, the header's, says which
+        fields its sacct has), whatever the number of jobs. Backends that read local state
+        need none and answer from :meth:`parse_user_jobs`."""
+        return []
+
+    def parse_user_jobs(self, since: Since, results: Sequence[CommandResult]) -> UserJobsAnswer:
+        """Every job of the user from the results of :meth:`user_jobs_commands`, in the same
+        order. Raises :class:`SchedulerError` when the queue cannot be read; a failed
+        accounting only sets the answer's ``warning``."""
+        return UserJobsAnswer()
+
+    def job_stdio(self, job_id: str, listed: UserJob | None = None) -> StdioPaths:
+        """A job's ``.out`` and ``.err`` as the scheduler names them now, asked for that one
+        job (on demand: a log opened, never a listing); ``listed``: the job as a listing
+        had it, for what the scheduler no longer knows."""
+        return StdioPaths(None, None, f"the {self.name} scheduler names no files for job {job_id}")
 
     def node_argv(
         self, job_id: str, host: str, argv: Sequence[str], *, pty: bool = False

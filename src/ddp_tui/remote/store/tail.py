@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from ddp_tui.jobfiles import json_objects, row_position
@@ -465,3 +466,66 @@ class LogReader(IncrementalFile):
     ) -> None:
         super().__init__(path, max_bytes=max_bytes, tail_bytes=tail_bytes)
         self.skip_behind = True
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Some of a log as whole lines: its tail, or what came after an offset. Stateless, so
+    that a screen and a command line each keep their own place (``offset``) in the file."""
+
+    path: str
+    lines: tuple[str, ...] = ()
+    #: The partial last line (a progress bar still being drawn): not consumed, the next read
+    #: starts at its first byte.
+    partial: str = ""
+    #: Where the next read starts: after the last whole line.
+    offset: int = 0
+    #: The file's size; None where it does not exist (yet), or cannot be read (``error``).
+    size: int | None = None
+    #: The file is shorter than the offset asked (cut, or replaced): read its tail again.
+    restarted: bool = False
+    error: str = ""
+
+    @property
+    def behind(self) -> bool:
+        """More was written than this chunk holds: ask again from :attr:`offset`."""
+        return self.size is not None and self.size > self.offset + len(self.partial.encode())
+
+
+def chunk_request(path: str, offset: int | None, max_bytes: int) -> FileRead:
+    """The read of ``path``'s last ``max_bytes`` (``offset`` None), or of what follows
+    ``offset``, at most ``max_bytes`` of it. A tail reads one byte more, the one before it:
+    whether its first line starts whole."""
+    if offset is None:
+        return FileRead(path, -(max_bytes + 1), max_bytes + 1)
+    return FileRead(path, offset, max_bytes)
+
+
+def log_chunk(result: ReadResult) -> LogChunk:
+    """The whole lines of a :func:`chunk_request`'s answer. A tail drops its first line,
+    cut off by the read; a line longer than the read is given in pieces, never stuck."""
+    req = result.request
+    st = result.stat
+    asked = max(req.offset, 0)
+    if st is None or st.is_dir:
+        return LogChunk(req.path, offset=asked, error=result.error)
+    if req.offset >= 0 and st.size < req.offset:
+        return LogChunk(req.path, offset=0, size=st.size, restarted=True)
+    start = req.offset if req.offset >= 0 else max(0, st.size + req.offset)
+    data = result.data
+    if req.offset < 0 and start > 0:
+        cut = data.find(b"\n")
+        if cut >= 0:  # the first line began before the read: drop its end
+            start += cut + 1
+            data = data[cut + 1 :]
+    parts = data.split(b"\n")
+    partial = parts.pop()
+    if not parts and req.max_bytes is not None and len(partial) >= req.max_bytes:
+        parts, partial = [partial], b""  # one line longer than a read: give this piece
+    return LogChunk(
+        req.path,
+        lines=tuple(_decode(p) for p in parts),
+        partial=_decode(partial),
+        offset=start + len(data) - len(partial),
+        size=st.size,
+    )

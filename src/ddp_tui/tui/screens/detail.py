@@ -30,9 +30,10 @@ from ddp_tui.tui.messages import (
     ChecksReady,
     DetailReady,
     DiagnosisReady,
-    EstimateReady,
     FollowFailed,
     RequestFailed,
+    UsageReady,
+    WaitReady,
 )
 from ddp_tui.tui.modals import checks_text
 from ddp_tui.tui.resources_pane import ResourcesPane
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from ddp_tui.diagnosis import Evidence
     from ddp_tui.remote.model.views import Check, Progress, RunDetail, RunView, Snapshot
     from ddp_tui.remote.store.tail import PlotSeries
+    from ddp_tui.reports.efficiency import UsageReport
 
 __all__ = ["METRIC_COLUMNS", "DetailScreen", "metric_cell", "progress_text", "summary_text"]
 
@@ -76,7 +78,8 @@ class DetailScreen(BaseScreen):
         *RUN_ACTION_BINDINGS,
         # Shown only where they apply (check_action): the panel names them too.
         Binding("g", "evidence", "Evidence"),
-        Binding("t", "estimate", "Est. start"),
+        Binding("t", "estimate", "Why waits"),
+        Binding("z", "right_size", "Right-size"),
         Binding("d", "diagnose", "Diagnose", show=False),
         Binding("s", "shell", "Shell", show=False),
         Binding("k", "stacks", "Stacks", show=False),
@@ -99,6 +102,8 @@ class DetailScreen(BaseScreen):
         self.accounting: str | None = None
         self.follow_error: str | None = None
         self._verified_job: str | None = None  # the attempt whose end was verified
+        #: What the ended attempt used (``ClusterAPI.usage``), asked once per attempt.
+        self.usage: UsageReport | None = None
         self.panel = PanelState()
         self._keys_for: tuple[object, ...] = ()  # what check_action last answered for
 
@@ -125,6 +130,8 @@ class DetailScreen(BaseScreen):
                 yield Static(checks_text([]), id="checks-list")
                 yield Static("Accounting", classes="section")
                 yield Static(Text("Shown once the job has ended.", style="dim"), id="accounting")
+                yield Static("Usage and right-sizing", classes="section")
+                yield Static(Text("Shown once the job has ended.", style="dim"), id="usage")
             with TabPane("Resources", id="resources"):
                 yield ResourcesPane(id="resources-pane")
         yield Footer()
@@ -172,6 +179,7 @@ class DetailScreen(BaseScreen):
             # Each attempt is verified once it has ended (a retry gets its own checklist).
             self._verified_job = run.job_id
             self.verify()
+            self.ask_usage()
             if run.diagnosis is None and _worth_diagnosing(run):
                 self.diagnose()  # the refresh has none (yet): read the tails now
 
@@ -182,6 +190,30 @@ class DetailScreen(BaseScreen):
     @on(ChecksReady)
     def _checks_ready(self, message: ChecksReady) -> None:
         self.show_checks(message.checks)
+
+    def ask_usage(self) -> None:
+        """Ask what the ended attempt used (one sacct with its steps, on Slurm); it lands
+        in the Checks tab, and ``z`` opens Compose right-sized from it."""
+        run_id = self.run_id
+        self.ask(
+            Request(
+                "Usage",
+                lambda cluster: cluster.usage(run_id),
+                lambda report: UsageReady(run_id, report),
+                key=("usage", run_id),
+            )
+        )
+
+    @on(UsageReady)
+    def _usage_ready(self, message: UsageReady) -> None:
+        from ddp_tui.reports.usage_text import usage_text
+
+        self.usage = message.report
+        text = usage_text(message.report)
+        if message.report.ended and message.report.suggestion.spec_changes():
+            text += "z edits a copy right-sized (Compose, with these filled in)\n"
+        self.query_one("#usage", Static).update(Text(text))
+        self.refresh_bindings()
 
     @on(DetailReady)
     def _detail_ready(self, message: DetailReady) -> None:
@@ -246,16 +278,16 @@ class DetailScreen(BaseScreen):
         self.panel.evidence_index = 0
         self._draw_panel()
 
-    @on(EstimateReady)
-    def _estimate_ready(self, message: EstimateReady) -> None:
-        self.panel.estimate = message.estimate
+    @on(WaitReady)
+    def _wait_ready(self, message: WaitReady) -> None:
+        self.panel.wait = message.wait
         self.panel.asking = False
         self._draw_panel()
 
     @on(RequestFailed)
     def _request_failed(self, message: RequestFailed) -> None:
         # The app still shows the failure (the message bubbles on); the panel stops waiting.
-        if message.what in ("Diagnose", "Estimated start"):
+        if message.what in ("Diagnose", "Why it waits"):
             self.panel.diagnosing = self.panel.asking = False
             self._draw_panel()
 
@@ -297,6 +329,8 @@ class DetailScreen(BaseScreen):
         run = self.run
         if action == "evidence":
             return bool(self._evidence())
+        if action == "right_size":
+            return self.usage is not None and bool(self.usage.suggestion.spec_changes())
         if action == "estimate":
             return run is not None and run.state is JobState.PENDING
         if action == "diagnose":
@@ -434,16 +468,24 @@ class DetailScreen(BaseScreen):
                 f"{evidence.label} is not in the log pane (yet)", severity="warning", markup=False
             )
 
+    def action_right_size(self) -> None:
+        """Edit a copy with the usage report's suggestion filled in (Compose, to check
+        and submit)."""
+        if self.usage is None:
+            return
+        self.ddp_app.edit_run(self.run_id, changes=self.usage.suggestion.spec_changes())
+
     def action_estimate(self) -> None:
-        """Ask the scheduler when the pending run should start (one squeue --start, on
-        demand only: it runs the controller's backfill simulation)."""
+        """Ask the scheduler why the pending run waits and when it should start (on demand
+        only: squeue --start runs the controller's backfill simulation, and sprio, sshare
+        and the limits are more queries; see ``ClusterAPI.why_waiting``)."""
         run_id = self.run_id
         self.panel.asking = self.ask(
             Request(
-                "Estimated start",
-                lambda cluster: cluster.estimated_start(run_id),
-                lambda estimate: EstimateReady(run_id, estimate),
-                key=("estimate", run_id),
+                "Why it waits",
+                lambda cluster: cluster.why_waiting(run_id),
+                lambda wait: WaitReady(run_id, wait),
+                key=("why_waiting", run_id),
             )
         )
         self._draw_panel()

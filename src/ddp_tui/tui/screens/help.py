@@ -33,6 +33,7 @@ KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("s", "compare a group: what differs between its runs, and which won"),
             ("/", "filter by name, job, state, group or reason (stalled); esc clears"),
             ("f", "show or hide finished runs"),
+            ("a", "list every job of yours too (those ddp-tui did not submit), or stop"),
             ("o", "sort by a column (the same one again flips it)"),
             ("t", "pick the columns shown"),
         ),

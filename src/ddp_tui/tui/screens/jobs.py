@@ -15,6 +15,7 @@ from textual.reactive import var
 from textual.widgets import Footer, Input, Static
 
 from ddp_tui.tui.cluster_io import Request
+from ddp_tui.tui.foreign_rows import foreign_lines, job_matches, job_status
 from ddp_tui.tui.header import StatusHeader
 from ddp_tui.tui.job_groups import RunGroup, group_row_key, job_lines
 from ddp_tui.tui.job_sorting import sort_lines
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ddp_tui.remote.api import ClusterAPI
-    from ddp_tui.remote.model.views import RunView, Snapshot
+    from ddp_tui.remote.backends.user_jobs import UserJob
+    from ddp_tui.remote.model.views import RunView
 
 # The table's parts are imported from here by tests and benchmarks.
 __all__ = ["COLUMNS", "JobsScreen", "JobsTable", "row_values", "run_matches", "run_size"]
@@ -43,6 +45,7 @@ class JobsScreen(BaseScreen):
         Binding("s", "compare", "Compare"),
         Binding("slash", "filter", "Filter"),
         Binding("f", "toggle_finished", "Finished"),
+        Binding("a", "all_jobs", "All jobs", show=False),
         Binding("o", "sort", "Sort", show=False),  # in help (?): the footer is full
         Binding("t", "columns", "Columns", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -79,6 +82,7 @@ class JobsScreen(BaseScreen):
         table = self.query_one(JobsTable)
         table.focus()
         self.watch(self.app, "snapshot", self._snapshot_changed, init=True)
+        self.watch(self.app, "foreign", self._snapshot_changed, init=False)
         self.watch(table, "cursor_row", self._render_status, init=False)
 
     # -- rendering ------------------------------------------------------------
@@ -89,7 +93,13 @@ class JobsScreen(BaseScreen):
             run, self.filter_text
         )
 
-    def _snapshot_changed(self, snapshot: Snapshot | None) -> None:
+    def keeps_job(self, job: UserJob) -> bool:
+        """The filter, for a job that is not ddp-tui's: as for a run."""
+        return (self.show_finished or not job.state.is_terminal) and job_matches(
+            job, self.filter_text
+        )
+
+    def _snapshot_changed(self, snapshot: object) -> None:
         # One parameter: Textual calls a watcher of two with (old, new).
         self._render_snapshot()
 
@@ -99,16 +109,23 @@ class JobsScreen(BaseScreen):
         table = self.query_one(JobsTable)
         kept = {run.run_id for run in runs if self.keeps(run)}
         self._kept = len(kept)
-        lines = sort_lines(
-            job_lines(
-                runs,
-                expanded=self.expanded,
-                keep=lambda run: run.run_id in kept,
-                reveal=bool(self.filter_text),
-            ),
-            self.sort_column,
-            descending=self.sort_descending,
+        lines = job_lines(
+            runs,
+            expanded=self.expanded,
+            keep=lambda run: run.run_id in kept,
+            reveal=bool(self.filter_text),
         )
+        foreign = self.ddp_app.foreign or ()
+        if foreign:
+            # ddp-tui's runs first, then the other jobs (each newest first); a sort mixes them.
+            lines += foreign_lines(
+                foreign,
+                expanded=self.expanded,
+                keep=self.keeps_job,
+                reveal=bool(self.filter_text),
+            )
+            self._kept += sum(1 for job in foreign if self.keeps_job(job))
+        lines = sort_lines(lines, self.sort_column, descending=self.sort_descending)
         select = select or self.ddp_app.take_selection()
         if select is not None and not any(line.key == select for line in lines):
             # A run behind its group's closed row (a sweep just submitted): the group's row.
@@ -116,7 +133,7 @@ class JobsScreen(BaseScreen):
             if run is not None and run.sweep:
                 select = group_row_key(run.sweep)
         table.show_lines(lines, select=select)
-        self.query_one("#empty", Static).display = snapshot is not None and not runs
+        self.query_one("#empty", Static).display = snapshot is not None and not runs and not foreign
         self._render_status()
 
     def _render_status(self) -> None:
@@ -126,6 +143,12 @@ class JobsScreen(BaseScreen):
         total = len(snapshot.runs) if snapshot else 0
         active = sum(1 for run in snapshot.runs if run.state.is_active) if snapshot else 0
         parts = [f"{total} runs", f"{active} active"]
+        foreign = self.ddp_app.foreign
+        if foreign is not None:
+            parts.append(f"{len(foreign)} other jobs (a hides)")
+            total += len(foreign)
+        if self.ddp_app.foreign_error:
+            parts.append(f"other jobs: {self.ddp_app.foreign_error}")
         if snapshot is not None and snapshot.stalled:
             parts.append(f"{snapshot.stalled} stalled")
         if self._kept != total:
@@ -139,7 +162,12 @@ class JobsScreen(BaseScreen):
             parts.append(f"by {label} {'↓' if self.sort_descending else '↑'} (o)")
         group = table.selected_group
         selected = self.ddp_app.run_by_id(table.selected_run_id or "")
-        if group is not None:
+        job, array = table.selected_job, table.selected_array
+        if job is not None:
+            parts.append(job_status(job))
+        elif array is not None:
+            parts.append(f"array {array.master} (not ddp-tui's): {len(array.tasks)} tasks")
+        elif group is not None:
             hours = "".join(
                 f", {h:.3g} {unit}-hours" for unit, h in group_hour_totals(group).items()
             )
@@ -248,6 +276,11 @@ class JobsScreen(BaseScreen):
                     "That is a group's row: open it (enter) and pick one of its runs.",
                     severity="warning",
                 )
+            elif table.selected_job is not None or table.selected_array is not None:
+                self.notify(
+                    "That job is not ddp-tui's: enter opens it, c cancels it.",
+                    severity="warning",
+                )
             else:
                 self.notify("No run selected.", severity="warning")
         return run_id
@@ -256,18 +289,39 @@ class JobsScreen(BaseScreen):
     def _row_selected(self, event: JobsTable.RowSelected) -> None:
         self.ddp_app.open_run(event.run_id)
 
+    @on(JobsTable.JobSelected, "#jobs")
+    def _job_selected(self, event: JobsTable.JobSelected) -> None:
+        self.ddp_app.open_job(event.job)
+
     def action_open(self) -> None:
-        if (group := self.query_one(JobsTable).selected_group) is not None:
+        table = self.query_one(JobsTable)
+        if (group := table.selected_group) is not None:
             self.toggle_group(group.key)
+        elif (array := table.selected_array) is not None:
+            self.toggle_group(array.key)
+        elif (job := table.selected_job) is not None:
+            self.ddp_app.open_job(job)
         elif run_id := self._selected():
             self.ddp_app.open_run(run_id)
+
+    def action_all_jobs(self) -> None:
+        """List every job of yours beside ddp-tui's runs (one more squeue and sacct per
+        refresh while shown), or stop."""
+        on = self.ddp_app.foreign is None
+        self.ddp_app.list_all_jobs(on)
+        self.notify("Listing all your jobs..." if on else "Showing ddp-tui's runs only")
 
     def action_new(self) -> None:
         self.ddp_app.open_compose()
 
     def action_cancel_run(self) -> None:
-        if (group := self.query_one(JobsTable).selected_group) is not None:
+        table = self.query_one(JobsTable)
+        if (group := table.selected_group) is not None:
             self.confirm_cancel_group(group)
+        elif (job := table.selected_job) is not None:
+            self.ddp_app.confirm_cancel_job(job)
+        elif (array := table.selected_array) is not None:
+            self.ddp_app.confirm_cancel_job(array.tasks[0], whole_array=True)
         elif run_id := self._selected():
             self.ddp_app.confirm_cancel(run_id)
 

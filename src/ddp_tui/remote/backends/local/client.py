@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+from ddp_tui.remote.backends.executor import CommandResult
 from ddp_tui.remote.backends.local.directives import (
     expand_log_pattern,
     parse_array,
@@ -31,6 +32,7 @@ from ddp_tui.remote.backends.local.processes import (
     pid_alive,
     process_start,
     python_module_command,
+    usable_cpus,
 )
 from ddp_tui.remote.backends.local.reaping import JobProcesses, end_job_processes, new_marker
 from ddp_tui.remote.backends.local.store import (
@@ -45,6 +47,7 @@ from ddp_tui.remote.backends.local.store import (
 )
 from ddp_tui.remote.backends.scheduler import JobStatus, PartitionInfo, Scheduler, SchedulerError
 from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.backends.user_jobs import Since, StdioPaths, UserJob, UserJobsAnswer
 
 #: Started with ``python -m``; never imported here, so that running it as ``__main__``
 #: does not load it twice.
@@ -174,6 +177,54 @@ class LocalScheduler(Scheduler):
             self._advance()
             return [self._status(j) for j in self.store.all_jobs()]
 
+    def parse_user_jobs(self, since: Since, results: Sequence[CommandResult]) -> UserJobsAnswer:
+        """Every job of this state directory: the queued and running ones, and those that
+        ended since ``since`` (its job files; no command)."""
+        start = since.timestamp()
+        queued: list[UserJob] = []
+        ended: list[UserJob] = []
+        with self.store.locked():
+            self._advance()
+            jobs = self.store.all_jobs()
+        for job in jobs:
+            status = self._status(job)
+            if not status.state.is_terminal:
+                queued.append(self._user_job(job, status))
+            elif (job.ended_at or job.submitted_at) >= start:
+                ended.append(self._user_job(job, status))
+        return UserJobsAnswer(tuple(queued), tuple(ended))
+
+    @staticmethod
+    def _user_job(job: LocalJob, status: JobStatus) -> UserJob:
+        return UserJob(
+            job_id=job.job_id,
+            name=job.name,
+            state=status.state,
+            raw_state=status.raw_state,
+            array_job_id=job.array_master or None,
+            array_task_id=job.array_index,
+            partition="local",
+            nodes=1,
+            node_list=status.node_list,
+            elapsed_sec=int(status.elapsed_sec),
+            reason=status.reason,
+            exit_code=status.exit_code,
+            work_dir=job.run_dir,
+            submit_time=_iso(job.submitted_at),
+            start_time=status.start,
+            end_time=status.end,
+            stdout=job.out_path,
+            stderr=job.err_path,
+            source="local",
+        )
+
+    def job_stdio(self, job_id: str, listed: UserJob | None = None) -> StdioPaths:
+        with self.store.locked():
+            job = self.store.load(job_id)
+        if job is None:
+            return StdioPaths(None, None, f"no local job {job_id} in {self.state_dir}")
+        return StdioPaths(job.out_path, job.err_path, f"the local job file of {job_id}")
+
     def jobs_in_dir(self, run_dir: str) -> list[str]:
         """Ids of every job (any state) submitted from ``run_dir``, oldest first.
 
@@ -235,7 +286,7 @@ class LocalScheduler(Scheduler):
                 name="local",
                 nodes=1,
                 gpus_per_node=self._gpu_count(),
-                cpus_per_node=os.cpu_count() or 1,
+                cpus_per_node=usable_cpus(),
                 max_time_min=None,
                 max_nodes=1,
                 is_default=True,

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ddp_tui.remote.backends.executor import CommandResult, CommandTimeout, Executor, ExecutorError
+from ddp_tui.diagnosis.waiting import WaitExplanation
+from ddp_tui.remote.backends.executor import (
+    Batch,
+    CommandResult,
+    CommandTimeout,
+    Executor,
+    ExecutorError,
+)
 from ddp_tui.remote.backends.job_ids import array_index
 from ddp_tui.remote.backends.scheduler import (
     AccountingUnavailable,
@@ -53,6 +60,19 @@ from ddp_tui.remote.backends.slurm.parsers import (
     partitions_from_nodes,
     poll_from_results,
 )
+from ddp_tui.remote.backends.slurm.usage_query import parse_usage, usage_argv
+from ddp_tui.remote.backends.slurm.user_jobs import (
+    default_stdio,
+    parse_user_sacct,
+    parse_user_squeue,
+    sacct_has_stdio,
+    show_job_paths,
+    user_sacct_argv,
+    user_squeue_argv,
+)
+from ddp_tui.remote.backends.slurm.wait_explainer import explain_wait
+from ddp_tui.remote.backends.user_jobs import Since, StdioPaths, UserJob, UserJobsAnswer
+from ddp_tui.reports.accounting import JobAccounting
 
 
 class SlurmScheduler(Scheduler):
@@ -181,9 +201,83 @@ class SlurmScheduler(Scheduler):
         """sacct's table for the job, its steps and requeued attempts (for ``sacct.txt``)."""
         return self._check(accounting_argv(job_id), "sacct").stdout
 
+    def job_usage(self, job_id: str) -> JobAccounting | None:
+        """One sacct: the job's last attempt with every step (:mod:`.usage_query`)."""
+        return parse_usage(self._check(usage_argv(job_id), "sacct").stdout, job_id)
+
+    def user_jobs_commands(self, since: Since, *, version: str = "") -> list[list[str]]:
+        """One squeue for every queued job of the user and one sacct for the window,
+        whatever the number of jobs (:mod:`~ddp_tui.remote.backends.slurm.user_jobs`)."""
+        return [user_squeue_argv(), user_sacct_argv(since, stdio=sacct_has_stdio(version))]
+
+    def parse_user_jobs(self, since: Since, results: Sequence[CommandResult]) -> UserJobsAnswer:
+        if not results:
+            raise SchedulerError("no answer to squeue", argv=user_squeue_argv())
+        squeue, *rest = results
+        if not squeue.ok:
+            raise error_of(squeue, "squeue")
+        queued = tuple(parse_user_squeue(squeue.stdout))
+        if not rest:
+            return UserJobsAnswer(queued)
+        sacct = rest[0]
+        if not sacct.ok:
+            return UserJobsAnswer(queued, warning=error_of(sacct, "sacct").message)
+        # The fields asked are in the argv: StdOut/StdErr only where this sacct has them.
+        stdio = any(a.startswith("--format=") and "StdOut" in a for a in sacct.argv)
+        return UserJobsAnswer(queued, tuple(parse_user_sacct(sacct.stdout, stdio=stdio)))
+
+    def job_stdio(self, job_id: str, listed: UserJob | None = None) -> StdioPaths:
+        """``scontrol show job``'s StdOut and StdErr: the controller works the patterns out
+        while it knows the job (queued, or ended within MinJobAge, 300 s by default). Past
+        that, for a batch job, the name slurmstepd gives when sbatch had no ``-o``: this
+        Slurm's accounting may keep no path (before 24.05)."""
+        try:
+            out, err = show_job_paths(self.show_job(job_id))
+        except SchedulerError:
+            out = err = None
+        if out is not None or err is not None:
+            return StdioPaths(out, err or out, f"scontrol show job {job_id}")
+        guess = default_stdio(listed) if listed is not None else None
+        if guess is not None:
+            return StdioPaths(
+                guess,
+                guess,
+                "Slurm's default name (the controller no longer knows the job, and this "
+                "Slurm's accounting keeps no -o/-e path)",
+            )
+        return StdioPaths(
+            None,
+            None,
+            f"no path known for job {job_id}: the controller no longer knows it, and this "
+            "Slurm's accounting keeps no -o/-e path",
+        )
+
     def estimated_start(self, job_id: str) -> str:
         res = self._check(start_argv(job_id), "squeue --start")
         return parse_start(res.stdout)
+
+    def why_waiting(self, job_id: str) -> WaitExplanation:
+        """Why the job waits: its reason's category and the queries that category needs
+        (:mod:`.wait_explainer`), in two round trips; a query that fails is named, not
+        raised. On demand only: ``squeue --start`` runs a backfill simulation."""
+        return explain_wait(job_id, self._batch)
+
+    def _batch(self, argvs: Sequence[Sequence[str]]) -> list[CommandResult]:
+        """Several commands in one round trip (over SSH), each as :meth:`_run` runs it."""
+        batch = Batch(commands=[self._with_env(argv) for argv in argvs])
+        try:
+            return self.executor.run_batch(batch, timeout=self.timeout).commands
+        except CommandTimeout as exc:
+            raise SchedulerUnavailable(f"Slurm did not answer within {self.timeout:g} s") from exc
+        except ExecutorError as exc:
+            raise SchedulerUnavailable(str(exc)) from exc
+
+    def _with_env(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` with the profile's Slurm environment (``env``) put in front, for a
+        command that is not run through :meth:`_run`."""
+        if self.env:
+            return ["env", *(f"{k}={v}" for k, v in self.env.items()), *argv]
+        return list(argv)
 
     def node_argv(
         self, job_id: str, host: str, argv: Sequence[str], *, pty: bool = False
@@ -194,10 +288,7 @@ class SlurmScheduler(Scheduler):
         run the command itself (a shell)."""
         if array_index(job_id) is not None:
             job_id = self.show_job(job_id).get("JobId", job_id)
-        srun = srun_on_node_argv(job_id, host, argv, pty=pty)
-        if self.env:
-            return ["env", *(f"{k}={v}" for k, v in self.env.items()), *srun]
-        return srun
+        return self._with_env(srun_on_node_argv(job_id, host, argv, pty=pty))
 
     # ---- details
 

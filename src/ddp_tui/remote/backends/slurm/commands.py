@@ -51,6 +51,9 @@ _TOOL_ENV: dict[str, tuple[str, ...]] = {
         "SCANCEL_NODELIST",
     ),
     "sbatch": (),
+    # Asked only by `ddp-tui why` (remote/backends/slurm/waiting.py).
+    "sprio": ("SPRIO_FEDERATION", "SPRIO_FORMAT", "SPRIO_LOCAL", "SPRIO_SIBLING"),
+    "sshare": (),
 }  # fmt: skip
 
 #: States squeue is asked for: everything not final. Final jobs are read from sacct,
@@ -94,7 +97,9 @@ ACCOUNTING_FORMAT = (
 )
 
 
-def _env_prefix(tool: str) -> list[str]:
+def tool_prefix(tool: str) -> list[str]:
+    """``env -u ... <tool>``: the tool, with none of the user's variables that change what it
+    prints or which jobs it touches (every argv here starts with it)."""
     argv = ["env"]
     for name in (*_COMMON_ENV, *_TOOL_ENV[tool]):
         argv += ["-u", name]
@@ -106,6 +111,11 @@ def _env_prefix(tool: str) -> list[str]:
     argv.append("SLURM_TIME_FORMAT=standard")
     argv.append(tool)
     return argv
+
+
+def tool_argv(tool: str, *args: str) -> list[str]:
+    """``tool`` with ``args``, under the environment every command here runs in (above)."""
+    return [*tool_prefix(tool), *args]
 
 
 _JOB_ID = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?(?:\.\w+)?")
@@ -151,15 +161,15 @@ def accounting_ids(job_ids: Iterable[str]) -> list[str]:
 
 def sbatch_argv(script_path: str, run_dir: str) -> list[str]:
     """Submit ``script_path`` with ``run_dir`` as the job's working directory."""
-    return [*_env_prefix("sbatch"), "--parsable", f"--chdir={run_dir}", "--", script_path]
+    return [*tool_prefix("sbatch"), "--parsable", f"--chdir={run_dir}", "--", script_path]
 
 
 def jobs_in_dir_argv() -> list[list[str]]:
     """squeue and sacct listing the user's recent jobs with their working directories."""
     return [
-        [*_env_prefix("squeue"), "--me", "--array", "--noheader", f"--format=%i{SEP}%Z"],
+        [*tool_prefix("squeue"), "--me", "--array", "--noheader", f"--format=%i{SEP}%Z"],
         [
-            *_env_prefix("sacct"),
+            *tool_prefix("sacct"),
             "--allocations",
             "--noheader",
             "--parsable2",
@@ -179,7 +189,7 @@ def squeue_argv() -> list[str]:
     """
     fmt = SEP.join(code for _, code in SQUEUE_FIELDS)
     return [
-        *_env_prefix("squeue"),
+        *tool_prefix("squeue"),
         "--me",
         "--array",
         "--noheader",
@@ -191,7 +201,7 @@ def squeue_argv() -> list[str]:
 def sacct_argv(job_ids: Iterable[str], *, steps: bool = False) -> list[str]:
     """One batched accounting query; allocations only unless ``steps``."""
     ids = [_check_job_id(j) for j in job_ids]
-    argv = [*_env_prefix("sacct")]
+    argv = [*tool_prefix("sacct")]
     if not steps:
         argv.append("--allocations")
     return [
@@ -207,7 +217,7 @@ def sacct_argv(job_ids: Iterable[str], *, steps: bool = False) -> list[str]:
 def accounting_argv(job_id: str) -> list[str]:
     """sacct's table for one job, its steps and every requeued attempt (``--duplicates``)."""
     return [
-        *_env_prefix("sacct"),
+        *tool_prefix("sacct"),
         "--duplicates",
         f"--format={ACCOUNTING_FORMAT}",
         f"--jobs={_check_job_id(job_id)}",
@@ -217,30 +227,30 @@ def accounting_argv(job_id: str) -> list[str]:
 def sinfo_argv() -> list[str]:
     """One line per node and partition."""
     fmt = SEP.join(code for _, code in SINFO_FIELDS)
-    return [*_env_prefix("sinfo"), "--noheader", "--Node", f"--format={fmt}"]
+    return [*tool_prefix("sinfo"), "--noheader", "--Node", f"--format={fmt}"]
 
 
 def version_argv() -> list[str]:
-    return [*_env_prefix("sinfo"), "--version"]
+    return [*tool_prefix("sinfo"), "--version"]
 
 
 def config_argv() -> list[str]:
-    return [*_env_prefix("scontrol"), "show", "config"]
+    return [*tool_prefix("scontrol"), "show", "config"]
 
 
 def scancel_argv(job_id: str) -> list[str]:
-    return [*_env_prefix("scancel"), _check_job_id(job_id)]
+    return [*tool_prefix("scancel"), _check_job_id(job_id)]
 
 
 def requeue_argv(job_id: str) -> list[str]:
-    return [*_env_prefix("scontrol"), "requeue", _check_job_id(job_id)]
+    return [*tool_prefix("scontrol"), "requeue", _check_job_id(job_id)]
 
 
 def start_argv(job_id: str) -> list[str]:
     """squeue's estimated start of one pending job: ``--start`` makes the controller run
     a backfill simulation, so it is asked for one job, on demand only."""
     return [
-        *_env_prefix("squeue"),
+        *tool_prefix("squeue"),
         "--start",
         "--noheader",
         "--jobs",
@@ -258,7 +268,7 @@ def srun_on_node_argv(
     if not host or host.startswith("-") or "," in host:
         raise SchedulerError(f"not one node name: {host!r}")
     srun = [
-        *_env_prefix("srun"),
+        *tool_prefix("srun"),
         f"--jobid={_check_job_id(job_id)}",
         "--overlap",
         f"--nodelist={host}",
@@ -272,4 +282,4 @@ def srun_on_node_argv(
 
 
 def show_job_argv(job_id: str) -> list[str]:
-    return [*_env_prefix("scontrol"), "--oneliner", "show", "job", _check_job_id(job_id)]
+    return [*tool_prefix("scontrol"), "--oneliner", "show", "job", _check_job_id(job_id)]

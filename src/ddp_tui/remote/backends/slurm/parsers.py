@@ -113,7 +113,7 @@ def parse_cluster_name(text: str) -> str | None:
     return None
 
 
-def _records(text: str, nfields: int) -> list[list[str]]:
+def split_records(text: str, nfields: int) -> list[list[str]]:
     """Split ``text`` into records of ``nfields`` fields, the last one free text.
 
     A job name may contain newlines: a line with too few separators continues the
@@ -148,14 +148,16 @@ def _only_records(text: str, nfields: int, only: Collection[str]) -> str:
     return "\n".join(kept)
 
 
-def _int(text: str, default: int = 0) -> int:
+def to_int(text: str, default: int = 0) -> int:
+    """A field as a number; ``default`` where it is none (blank, ``N/A``)."""
     try:
         return int(text.strip())
     except ValueError:
         return default
 
 
-def _time(text: str) -> str:
+def field_text(text: str) -> str:
+    """A field stripped, "" where Slurm says there is none (``N/A``, ``Unknown``, ``(null)``...)."""
     text = text.strip()
     return "" if text in _EMPTY else text
 
@@ -195,7 +197,7 @@ def parse_exit_code(text: str) -> int | None:
     if not t:
         return None
     code, _, sig = t.partition(":")
-    c, s = _int(code, -1), _int(sig, 0)
+    c, s = to_int(code, -1), to_int(sig, 0)
     if c < 0:
         return None
     return 128 + s if c == 0 and s > 0 else c
@@ -212,7 +214,7 @@ def parse_squeue(text: str, only: Collection[str] | None = None) -> dict[str, Jo
     grouped: set[str] = set()
     if only is not None:
         text = _only_records(text, len(SQUEUE_FIELDS), only)
-    for rec in _records(text, len(SQUEUE_FIELDS)):
+    for rec in split_records(text, len(SQUEUE_FIELDS)):
         job_id = rec[0].strip()
         ids = _task_ids(job_id, only) if job_id else []
         if not ids:
@@ -222,13 +224,13 @@ def parse_squeue(text: str, only: Collection[str] | None = None) -> dict[str, Jo
             job_id=job_id,
             state=from_slurm(f["state"]),
             raw_state=f["state"].strip(),
-            reason=_time(f["reason"]),
-            nodes=_int(f["nodes"]),
-            node_list=_time(f["node_list"]),
+            reason=field_text(f["reason"]),
+            nodes=to_int(f["nodes"]),
+            node_list=field_text(f["node_list"]),
             elapsed_sec=float(parse_duration(f["elapsed"]) or 0),
             exit_code=None,
-            start=_time(f["start"]),
-            end=_time(f["end"]),
+            start=field_text(f["start"]),
+            end=field_text(f["end"]),
             name=f["name"],
             partition=f["partition"].strip(),
         )
@@ -246,7 +248,7 @@ def parse_sacct(text: str, only: Collection[str] | None = None) -> dict[str, Job
     """
     out: dict[str, JobStatus] = {}
     grouped: set[str] = set()
-    for rec in _records(text, len(SACCT_FIELDS)):
+    for rec in split_records(text, len(SACCT_FIELDS)):
         f = dict(zip(SACCT_FIELDS, rec, strict=True))
         job_id = f["JobID"].strip()
         ids = _task_ids(job_id, only) if job_id else []
@@ -256,13 +258,13 @@ def parse_sacct(text: str, only: Collection[str] | None = None) -> dict[str, Job
             job_id=job_id,
             state=from_slurm(f["State"]),
             raw_state=f["State"].strip(),
-            reason=_time(f["Reason"]),
-            nodes=_int(f["NNodes"]),
-            node_list=_time(f["NodeList"]),
-            elapsed_sec=float(_int(f["ElapsedRaw"])),
+            reason=field_text(f["Reason"]),
+            nodes=to_int(f["NNodes"]),
+            node_list=field_text(f["NodeList"]),
+            elapsed_sec=float(to_int(f["ElapsedRaw"])),
             exit_code=parse_exit_code(f["ExitCode"]),
-            start=_time(f["Start"]),
-            end=_time(f["End"]),
+            start=field_text(f["Start"]),
+            end=field_text(f["End"]),
             name=f["JobName"],
             partition=f["Partition"].strip(),
         )
@@ -285,7 +287,7 @@ def parse_gpus(gres: str) -> int:
 def parse_sinfo(text: str) -> list[NodeInfo]:
     """Rows of :func:`sinfo_argv`."""
     nodes: list[NodeInfo] = []
-    for rec in _records(text, len(SINFO_FIELDS)):
+    for rec in split_records(text, len(SINFO_FIELDS)):
         f = dict(zip((name for name, _ in SINFO_FIELDS), rec, strict=True))
         name = f["node"].strip()
         if not name:
@@ -299,10 +301,10 @@ def parse_sinfo(text: str) -> list[NodeInfo]:
                 is_default=part.endswith("*"),
                 available=f["available"].strip(),
                 state=f["state"].strip(),
-                cpus=_int(f["cpus"]),
-                memory_mb=_int(f["memory_mb"]),
+                cpus=to_int(f["cpus"]),
+                memory_mb=to_int(f["memory_mb"]),
                 gpus=parse_gpus(f["gres"]),
-                gres=_time(f["gres"]),
+                gres=field_text(f["gres"]),
                 max_time_min=_limit_minutes(f["time_limit"]),
                 max_nodes=int(size) if size.isdigit() else None,
             )
@@ -380,21 +382,31 @@ def parse_show_job(text: str) -> list[dict[str, str]]:
     such as ``Command=python train.py lr=3``, stay whole; a newline in a job name
     continues the line.
     """
+    return parse_show(text, "JobId")
+
+
+def parse_show(text: str, head: str) -> list[dict[str, str]]:
+    """``scontrol --oneliner show ...`` output: one dict per record line, a line that
+    begins with ``head=`` (``JobId``, ``ReservationName``, ``PartitionName``); see
+    :func:`parse_show_job`."""
     lines: list[str] = []
     for line in text.split("\n"):
-        if line.startswith("JobId="):
+        if line.startswith(f"{head}="):
             lines.append(line)
         elif lines:  # a job name with a newline in it
             lines[-1] += "\n" + line
-    jobs: list[dict[str, str]] = []
-    for line in lines:
-        found = list(_SHOW_KEY.finditer(line))
-        job: dict[str, str] = {}
-        for i, m in enumerate(found):
-            end = found[i + 1].start() if i + 1 < len(found) else len(line)
-            job[m.group(1)] = line[m.end() : end].strip()
-        jobs.append(job)
-    return jobs
+    return [show_pairs(line) for line in lines]
+
+
+def show_pairs(line: str) -> dict[str, str]:
+    """The ``Key=value`` pairs of one of scontrol's lines, a value running up to the next
+    ``Key=`` (see :func:`parse_show_job`)."""
+    found = list(_SHOW_KEY.finditer(line))
+    pairs: dict[str, str] = {}
+    for i, m in enumerate(found):
+        end = found[i + 1].start() if i + 1 < len(found) else len(line)
+        pairs[m.group(1)] = line[m.end() : end].strip()
+    return pairs
 
 
 def error_of(res: CommandResult, what: str) -> SchedulerError:

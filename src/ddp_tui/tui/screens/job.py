@@ -1,0 +1,197 @@
+"""A job of the user that ddp-tui did not submit (``a`` on Jobs lists them): what Slurm says of
+it, its ``.out`` and ``.err`` followed live from the paths Slurm records, why it waits (while
+pending) and what it used (once ended). ``c`` cancels it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import Footer, RichLog, Static, TabbedContent, TabPane
+
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.tui.cluster_io import FOLLOW_INTERVAL, Request
+from ddp_tui.tui.formatting import duration
+from ddp_tui.tui.header import StatusHeader
+from ddp_tui.tui.messages import UsageReady, WaitReady
+from ddp_tui.tui.screens.base import BaseScreen
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ddp_tui.remote.api import ClusterAPI
+    from ddp_tui.remote.backends.user_jobs import UserJob
+    from ddp_tui.remote.runs.user_jobs import JobLog
+
+#: The log streams, each a tab: (stream, key, label).
+_STREAMS = (("out", "1", "Output (.out)"), ("err", "2", "Errors (.err)"))
+
+
+@dataclass
+class JobLogRead(Message, bubble=False):
+    """New lines of one of the job's logs (or, first, its tail)."""
+
+    log: JobLog
+
+
+def job_summary(job: UserJob) -> Text:
+    """The head of the screen: the job as the scheduler lists it."""
+    text = Text()
+    text.append(f" {job.name}", style="bold")
+    text.append(f"  job {job.job_id}  ", style="bold cyan")
+    text.append(job.state.value, style="bold")
+    text.append("   not submitted by ddp-tui", style="dim")
+    where = [f"partition {job.partition or '-'}", f"{job.nodes or '?'} nodes"]
+    if job.node_list:
+        where.append(job.node_list)
+    if job.gpus:
+        where.append(f"{job.gpus} GPUs")
+    text.append("\n " + ", ".join(where))
+    limit = duration(job.time_limit_sec) if job.time_limit_sec else "none"
+    text.append(f"\n elapsed {duration(job.elapsed_sec) if job.elapsed_sec else '-'} of {limit}")
+    times = [f"{label} {value}" for label, value in (
+        ("submitted", job.submit_time), ("started", job.start_time), ("ended", job.end_time)
+    ) if value]  # fmt: skip
+    if times:
+        text.append("; " + ", ".join(times))
+    if job.work_dir:
+        text.append(f"\n work dir {job.work_dir}", style="dim")
+    return text
+
+
+class JobScreen(BaseScreen):
+    """One job that is not ddp-tui's: its logs, why it waits, what it used."""
+
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("1", "tab('out')", "Output"),
+        Binding("2", "tab('err')", "Errors"),
+        Binding("c", "cancel_job", "Cancel"),
+        Binding("t", "why", "Why waits"),
+    ]
+
+    def __init__(self, job: UserJob) -> None:
+        super().__init__()
+        self.job = job
+        #: Where each log's next read starts (None: not read yet, so read its tail).
+        self.offsets: dict[str, int | None] = {"out": None, "err": None}
+        #: Where each log is read from, as last said (shown when it changes).
+        self.paths: dict[str, str] = {}
+        self._usage_asked = False
+        self._why_asked = False
+
+    def compose(self) -> ComposeResult:
+        yield StatusHeader("Job")
+        yield Static(job_summary(self.job), id="job-summary")
+        yield Static("", id="job-panel", markup=False)
+        with TabbedContent(initial="out", id="job-tabs"):
+            for stream, _, label in _STREAMS:
+                with TabPane(label, id=stream):
+                    yield RichLog(id=f"log-{stream}", max_lines=5000, wrap=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "foreign", self._listing_changed, init=False)
+        self._read_logs()
+        self.set_interval(FOLLOW_INTERVAL, self._read_logs)
+        self._on_state()
+
+    # -- the job as each refresh lists it ---------------------------------------------
+
+    def _listing_changed(self, jobs: object) -> None:
+        found = next((j for j in self.ddp_app.foreign or () if j.job_id == self.job.job_id), None)
+        if found is not None and found != self.job:
+            self.job = found
+            self.query_one("#job-summary", Static).update(job_summary(found))
+            self._on_state()
+
+    def _on_state(self) -> None:
+        """What the panel says for the job's state: why it waits (asked on opening, as the
+        issue's detail view should), or what it used once it has ended."""
+        if self.job.state is JobState.PENDING:
+            if not self._why_asked:
+                self.action_why()
+        elif self.job.state.is_terminal and not self._usage_asked:
+            self._usage_asked = True
+            job_id = self.job.job_id
+            self.ask(
+                Request(
+                    "Usage",
+                    lambda cluster: cluster.usage(job_id),
+                    lambda report: UsageReady(job_id, report),
+                    key=("usage", job_id),
+                )
+            )
+
+    @on(UsageReady)
+    def _usage_ready(self, message: UsageReady) -> None:
+        from ddp_tui.reports.usage_text import usage_text
+
+        self.query_one("#job-panel", Static).update(Text(usage_text(message.report)))
+
+    def action_why(self) -> None:
+        """Ask the scheduler why the job waits (and when it should start)."""
+        job_id = self.job.job_id
+        self._why_asked = True
+        self.query_one("#job-panel", Static).update(Text("asking the scheduler why it waits..."))
+        self.ask(
+            Request(
+                "Why it waits",
+                lambda cluster: cluster.why_waiting(job_id),
+                lambda wait: WaitReady(job_id, wait),
+                key=("why_waiting", job_id),
+            )
+        )
+
+    @on(WaitReady)
+    def _wait_ready(self, message: WaitReady) -> None:
+        from ddp_tui.diagnosis.waiting import wait_lines
+
+        self.query_one("#job-panel", Static).update(Text("\n".join(wait_lines(message.wait))))
+
+    # -- logs ----------------------------------------------------------------------------
+
+    def _read_logs(self) -> None:
+        for stream, _, _ in _STREAMS:
+            self.ask(
+                Request(
+                    "Job log",
+                    self._reader(stream == "err", self.offsets[stream]),
+                    JobLogRead,
+                    key=("job_log", self.job.job_id, stream),
+                )
+            )
+
+    def _reader(self, err: bool, offset: int | None) -> Callable[[ClusterAPI], JobLog]:
+        """One read of the job's .out (or .err): its tail first, then what is new."""
+        job_id = self.job.job_id
+        return lambda cluster: cluster.job_log(job_id, err=err, offset=offset)
+
+    @on(JobLogRead)
+    def _log_read(self, message: JobLogRead) -> None:
+        log = message.log
+        view = self.query_one(f"#log-{log.stream}", RichLog)
+        where = log.path or f"no path known ({log.source})"
+        if self.paths.get(log.stream) != where:
+            self.paths[log.stream] = where
+            view.write(Text(where, style="dim"))
+        # No path yet (a job that has not started): read its tail again next time.
+        self.offsets[log.stream] = log.offset if log.path else None
+        for line in log.lines:
+            view.write(Text(line))
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_cancel_job(self) -> None:
+        self.ddp_app.confirm_cancel_job(self.job)

@@ -1,0 +1,267 @@
+"""Every job of the user on the real Slurm test cluster: jobs sent with plain ``sbatch`` (no
+ddp-tui) are listed beside ddp-tui's runs while pending, running and ended, their ``.out`` is
+read by offset, they are cancelled by job id, and the listing costs one squeue and one sacct
+whatever the number of jobs.
+
+Every job is submitted once, by the module's set-up, and held where a test needs it by
+construction: ``sbatch --hold`` (pending until released), a script that waits while a file
+exists (running until the test removes it), a job that ends at once (ended, in sacct).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import CommandResult, LocalExecutor
+from ddp_tui.remote.backends.hostlist import expand_hostlist
+from ddp_tui.remote.backends.slurm import SlurmScheduler
+from ddp_tui.remote.backends.states import JobState
+from ddp_tui.remote.backends.user_jobs import UserJob
+from ddp_tui.remote.cluster import Cluster
+from ddp_tui.remote.store.runs import RunStore
+from ddp_tui.spec import ExperimentSpec
+from tests.integration.story import tiny_spec
+
+pytestmark = pytest.mark.slurm
+
+EXE = shutil.which("ddp-tui", path=os.path.dirname(sys.executable)) or "ddp-tui"
+#: The Slurm tools a listing may run.
+TOOLS = ("squeue", "sacct", "sinfo", "scontrol", "sbatch", "scancel")
+
+TWO_NODE = """#!/bin/bash
+trap 'echo "got TERM"; exit 0' TERM
+srun --ntasks-per-node=1 bash -c 'echo "rank $SLURM_PROCID on $(hostname)"'
+echo ready
+while [ -e {hold} ]; do sleep 0.2; done
+"""
+RELEASED = """#!/bin/bash
+echo started
+while [ ! -e {go} ]; do sleep 0.1; done
+echo done
+"""
+
+
+class CountingLocalExecutor(LocalExecutor):
+    """The real local executor, counting the Slurm tools it runs (a counting wrapper: every
+    answer is the real one). A batch's commands come through run() too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+        self.argvs: list[list[str]] = []
+
+    def run(self, argv: Sequence[str], **kwargs: Any) -> CommandResult:
+        tool = next((a for a in argv if a in TOOLS), None)
+        if tool is not None:
+            self.calls[tool] += 1
+            self.argvs.append(list(argv))
+        return super().run(argv, **kwargs)
+
+
+@dataclass
+class Jobs:
+    """The module's jobs, by what each is for."""
+
+    cluster: Cluster
+    root: Path
+    work: Path
+    run_id: str
+    run_job: str
+    held: str  # held all along
+    array: str  # a held array, 0-2
+    two_node: str  # 2 nodes, running until cancelled
+    ended: str  # ended at once
+    released: str  # held, released by its test, then ended by it
+    for_cli_cancel: str  # held, cancelled by ddp-tui cancel
+
+
+def _spec() -> ExperimentSpec:
+    """A ddp-tui run whose job ends at once (its python is ``true``: no trainer)."""
+    return tiny_spec(name="ours", epochs=1, partition="debug", time_limit="00:05:00",
+                     telemetry_sec=0, python="true")  # fmt: skip
+
+
+def _open(root: Path, executor: LocalExecutor) -> Cluster:
+    return Cluster(
+        executor,
+        SlurmScheduler(executor),
+        RunStore(executor, str(root)),
+        profile=Profile(scheduler="slurm", check_python=False, partition="debug"),
+        location="Slurm on this host",
+    )
+
+
+@pytest.fixture(scope="module")
+def jobs(slurm_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
+    base = tmp_path_factory.mktemp("user-jobs")
+    base.chmod(0o755)
+    work = base / "by-hand"
+    work.mkdir()
+    (work / "hold").touch()
+    (work / "two.sh").write_text(TWO_NODE.format(hold=work / "hold"))
+    (work / "rel.sh").write_text(RELEASED.format(go=work / "go"))
+    (work / "short.sh").write_text("#!/bin/bash\necho short done\n")
+
+    def sbatch(*args: str) -> str:
+        res = slurm_cluster.run(["sbatch", "--parsable", f"--chdir={work}", *args])
+        assert res.returncode == 0, res.stderr
+        return str(res.stdout.strip().split(";")[0])
+
+    cluster = _open(base / "runs", LocalExecutor())
+    run = cluster.submit(cluster.plan(_spec()))
+    assert run.job_id is not None
+    two_node = ["-J", "two-node", "-N2", "--ntasks-per-node=1", "--gpus-per-node=1"]
+    ids = {
+        "held": sbatch("--hold", "-J", "held-by-hand", "-t", "30", str(work / "short.sh")),
+        "array": sbatch("--hold", "-J", "arr", "--array=0-2", str(work / "short.sh")),
+        "two_node": sbatch(*two_node, "-o", "two-%j-%N.out", str(work / "two.sh")),
+        "ended": sbatch("-J", "short", str(work / "short.sh")),
+        "released": sbatch("--hold", "-J", "released", "-o", "rel-%j.out", str(work / "rel.sh")),
+        "for_cli_cancel": sbatch("--hold", "-J", "cli-cancel", str(work / "short.sh")),
+    }
+    try:
+        slurm_cluster.wait_job(ids["two_node"], ["RUNNING"])
+        slurm_cluster.wait_sacct(ids["ended"], ["COMPLETED"])
+        yield Jobs(cluster, base / "runs", work, run.run_id, run.job_id, **ids)
+    finally:
+        (work / "hold").unlink(missing_ok=True)
+        (work / "go").touch()
+        slurm_cluster.run(["scancel", run.job_id, *ids.values()])
+        cluster.close()
+
+
+def _row(rows: Sequence[UserJob], job_id: str) -> UserJob:
+    found = [j for j in rows if j.job_id == job_id]
+    assert len(found) == 1, [j.job_id for j in rows]
+    return found[0]
+
+
+def _until(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait for something the job does at once (its first lines), bounded."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _cli(jobs: Jobs, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run(
+        [EXE, "--scheduler", "slurm", "--runs-root", str(jobs.root), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert not check or res.returncode == 0, res.stderr
+    return res
+
+
+def test_sbatch_jobs_listed_beside_the_runs_followed_and_cancelled(
+    jobs: Jobs, slurm_cluster: Any
+) -> None:
+    every = jobs.cluster.user_jobs()
+    assert every.error is None
+    assert jobs.run_id in {v.run_id for v in every.snapshot.runs}
+    foreign = every.foreign
+    assert jobs.run_job not in {j.job_id for j in foreign}  # a run's job stays a run
+    held = _row(foreign, jobs.held)
+    assert held.state is JobState.PENDING and held.reason == "JobHeldUser"
+    assert (held.name, held.nodes, held.time_limit_sec, held.gpus) == ("held-by-hand", 1, 1800, 0)
+    tasks = [_row(foreign, f"{jobs.array}_{i}") for i in range(3)]
+    assert [(t.array_job_id, t.array_task_id) for t in tasks] == [
+        (jobs.array, i) for i in (0, 1, 2)
+    ]
+    two = _row(foreign, jobs.two_node)
+    assert two.state is JobState.RUNNING and two.nodes == 2 and two.gpus == 2
+    nodes = expand_hostlist(two.node_list)
+    assert len(nodes) == 2
+    assert two.stdout == f"{jobs.work}/two-{jobs.two_node}-{nodes[0]}.out"  # %N: batch host
+    ended = _row(foreign, jobs.ended)
+    assert ended.state is JobState.COMPLETED and ended.exit_code == 0 and ended.source == "sacct"
+
+    # ls --all --json: the same rows, each marked as ddp-tui's or not.
+    rows = json.loads(_cli(jobs, "ls", "--all", "--json").stdout)
+    ours = {r["run_id"] for r in rows if r["ours"]}
+    others = {r["job_id"]: r for r in rows if not r["ours"]}
+    assert jobs.run_id in ours and jobs.run_job not in others
+    assert {jobs.held, jobs.two_node, jobs.ended} <= set(others)
+    assert others[jobs.two_node]["nodes"] == 2 and others[jobs.two_node]["gpus"] == 2
+    assert others[jobs.held]["reason"] == "JobHeldUser"
+
+    # The 2-node job's .out: one line per node from srun, then what it writes after.
+    def both_ranks() -> bool:
+        return "ready" in jobs.cluster.job_log(jobs.two_node).lines
+
+    _until("the 2-node job's lines", both_ranks)
+    log = jobs.cluster.job_log(jobs.two_node)
+    assert sorted(ln for ln in log.lines if ln.startswith("rank ")) == [
+        f"rank {i} on {n}" for i, n in enumerate(nodes)
+    ]
+    jobs.cluster.cancel_job(jobs.two_node)
+    slurm_cluster.wait_sacct(jobs.two_node, ["CANCELLED"])
+    new = jobs.cluster.job_log(jobs.two_node, offset=log.offset).lines
+    assert new[-1] == "got TERM" and "ready" not in new  # what came after, only
+    after = _row(jobs.cluster.user_jobs().foreign, jobs.two_node)
+    assert after.state is JobState.CANCELLED and after.end_time
+
+    # The command line: cancel and logs by job id.
+    res = _cli(jobs, "cancel", jobs.for_cli_cancel)
+    assert f"cancelled job {jobs.for_cli_cancel}" in res.stdout
+    slurm_cluster.wait_job(jobs.for_cli_cancel, ["CANCELLED"])
+    assert _cli(jobs, "logs", jobs.ended).stdout.splitlines() == ["short done"]
+
+
+def test_a_held_job_released_runs_and_ends(jobs: Jobs, slurm_cluster: Any) -> None:
+    assert _row(jobs.cluster.user_jobs().foreign, jobs.released).state is JobState.PENDING
+    assert slurm_cluster.run(["scontrol", "release", jobs.released]).returncode == 0
+    slurm_cluster.wait_job(jobs.released, ["RUNNING"])  # waits for the go file, by construction
+    running = _row(jobs.cluster.user_jobs().foreign, jobs.released)
+    assert running.state is JobState.RUNNING and running.start_time and running.node_list
+    assert running.stdout == f"{jobs.work}/rel-{jobs.released}.out"
+    _until("its first line", lambda: jobs.cluster.job_log(jobs.released).lines == ("started",))
+    first = jobs.cluster.job_log(jobs.released)
+    (jobs.work / "go").touch()
+    slurm_cluster.wait_job(jobs.released, ["COMPLETED"])
+    slurm_cluster.wait_sacct(jobs.released, ["COMPLETED"])
+    ended = _row(jobs.cluster.user_jobs().foreign, jobs.released)
+    assert ended.state is JobState.COMPLETED and ended.end_time and ended.exit_code == 0
+    assert jobs.cluster.job_log(jobs.released, offset=first.offset).lines == ("done",)
+
+
+def test_one_squeue_and_one_sacct_for_every_foreign_row(jobs: Jobs) -> None:
+    counting = CountingLocalExecutor()
+    cluster = _open(jobs.root, counting)
+    try:
+        # Once the run's job has ended and its end is recorded, a refresh asks squeue alone.
+        _until(
+            "the run's end",
+            lambda: all(v.state.is_terminal for v in cluster.refresh().runs),
+        )
+        counting.calls.clear()
+        cluster.refresh()
+        refresh = Counter(counting.calls)
+        assert refresh == Counter({"squeue": 1}), refresh
+        for _ in range(2):  # the whole window, then what changed since
+            counting.calls.clear()
+            every = cluster.user_jobs()
+            listing = Counter(counting.calls)
+            listing.subtract(refresh)
+            assert +listing == Counter({"squeue": 1, "sacct": 1}), counting.calls
+            assert every.scheduler_calls == 2 and len(every.foreign) >= 7
+        sacct = [a for a in counting.argvs if "sacct" in a and "--allocations" in a][-1]
+        assert any(a.startswith("--starttime=now-") for a in sacct)
+        assert not any(a.startswith("--jobs=") for a in sacct)  # nothing asked per row
+    finally:
+        cluster.close()
