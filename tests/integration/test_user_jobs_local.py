@@ -73,6 +73,7 @@ def test_a_job_ddp_tui_did_not_submit_beside_the_runs(cluster: Cluster, tmp_path
     assert (job.partition, job.nodes, job.source) == ("local", 1, "local")
     assert job.stdout == str(hand / f"hand-{job_id}.out") and job.work_dir == str(hand)
     assert every.scheduler_calls == 0  # its job files: no command
+    assert cluster.job_script(job_id) == FOREIGN  # the script it was submitted with
 
     # Its log, whole lines from the end, then what it appends after that offset.
     wait_for(lambda: bool(cluster.job_log(job_id).lines), what="the job's first line")

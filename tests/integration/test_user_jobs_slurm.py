@@ -179,6 +179,8 @@ def test_sbatch_jobs_listed_beside_the_runs_followed_and_cancelled(
     held = _row(foreign, jobs.held)
     assert held.state is JobState.PENDING and held.reason == "JobHeldUser"
     assert (held.name, held.nodes, held.time_limit_sec, held.gpus) == ("held-by-hand", 1, 1800, 0)
+    # Its batch script, as slurmctld keeps it: the file sbatch was given, byte for byte.
+    assert jobs.cluster.job_script(jobs.held) == (jobs.work / "short.sh").read_text()
     tasks = [_row(foreign, f"{jobs.array}_{i}") for i in range(3)]
     assert [(t.array_job_id, t.array_task_id) for t in tasks] == [
         (jobs.array, i) for i in (0, 1, 2)

@@ -91,6 +91,13 @@ async def test_a_lists_every_job_enter_opens_one_and_c_cancels_it() -> None:
             strip.text
             for strip in log.lines  # type: ignore[attr-defined]
         )
+        # Its batch script, asked once on opening (FAKE: the fake's own).
+        await pilot.press("3")
+        script = job_screen.query_one("#job-script")
+        await wait_until(pilot, lambda: len(script.lines) > 0, "the script")  # type: ignore[attr-defined]
+        shown = "\n".join(s.text for s in script.lines)  # type: ignore[attr-defined]
+        assert "#SBATCH --job-name=big-train" in shown
+        assert [c for c in fake.calls if c[0] == "job_script"] == [("job_script", "1202")]
         await pilot.press("c")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal), "the question")
         await pilot.press("y")

@@ -183,6 +183,7 @@ class Cluster:
         user_jobs = self.user_jobs_service
         self.user_jobs = user_jobs.user_jobs
         self.cancel_job = user_jobs.cancel_job
+        self.job_script = user_jobs.job_script
         self.job_state = user_jobs.job_state
         self.job_log = user_jobs.job_log
         # what a run or any job used

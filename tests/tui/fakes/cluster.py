@@ -132,6 +132,7 @@ class FakeCluster:
     user_jobs = _On("user_jobs_service", FakeUserJobs.user_jobs)
     cancel_job = _On("user_jobs_service", FakeUserJobs.cancel_job)
     job_state = _On("user_jobs_service", FakeUserJobs.job_state)
+    job_script = _On("user_jobs_service", FakeUserJobs.job_script)
     job_log = _On("user_jobs_service", FakeUserJobs.job_log)
     # what a run or any job used
     usage = _On("usage_service", FakeUsage.usage)

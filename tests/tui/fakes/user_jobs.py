@@ -135,6 +135,12 @@ class FakeUserJobs:
     def job_state(self, job_id: str) -> JobState:
         return next((j.state for j in self.foreign if j.job_id == job_id), JobState.UNKNOWN)
 
+    def job_script(self, job_id: str) -> str:
+        """FAKE: a plain sbatch script named for the job."""
+        self.state.calls.append(("job_script", job_id))
+        name = next((j.name for j in self.foreign if j.job_id == job_id), "job")
+        return f"#!/bin/bash\n#SBATCH --job-name={name}\nsrun python {name}.py\n"
+
     def job_log(
         self,
         job_id: str,

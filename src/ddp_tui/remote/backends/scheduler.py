@@ -159,6 +159,11 @@ class Scheduler(ABC):
         """The accounting summary text saved as ``sacct.txt``; empty if none."""
         return ""
 
+    def batch_script(self, job_id: str) -> str:
+        """The script the job was submitted with, as the scheduler keeps it. Raises
+        :class:`SchedulerError` where it keeps none (any more)."""
+        raise SchedulerError(f"the {self.name} scheduler keeps no batch script of job {job_id}")
+
     def job_usage(self, job_id: str) -> JobAccounting | None:
         """What the job used, as the scheduler's accounting recorded it: the last attempt's
         allocation and every step. None where this scheduler keeps no such record (the

@@ -172,6 +172,10 @@ class UserJobsService:
         the scheduler lets the user cancel, ddp-tui's or not."""
         self.scheduler.cancel(_require_job_id(job_id))
 
+    def job_script(self, job_id: str) -> str:
+        """The job's batch script, as its scheduler keeps it (asked on demand)."""
+        return self.scheduler.batch_script(_require_job_id(job_id))
+
     def job_state(self, job_id: str) -> JobState:
         """The job's state now (one squeue and one sacct for that job): UNKNOWN where the
         scheduler does not know it (any more)."""

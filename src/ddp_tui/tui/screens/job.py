@@ -1,6 +1,6 @@
 """A job of the user that ddp-tui did not submit (``a`` on Jobs lists them): what Slurm says of
-it, its ``.out`` and ``.err`` followed live from the paths Slurm records, why it waits (while
-pending) and what it used (once ended). ``c`` cancels it."""
+it, its ``.out`` and ``.err`` followed live from the paths Slurm records, its batch script where
+Slurm keeps it, why it waits (while pending) and what it used (once ended). ``c`` cancels it."""
 
 from __future__ import annotations
 
@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 
 #: The log streams, each a tab: (stream, key, label).
 _STREAMS = (("out", "1", "Output (.out)"), ("err", "2", "Errors (.err)"))
+
+
+@dataclass
+class JobScriptRead(Message, bubble=False):
+    """The job's batch script, or why it cannot be had."""
+
+    text: str
 
 
 @dataclass
@@ -71,6 +78,7 @@ class JobScreen(BaseScreen):
         Binding("escape", "back", "Back"),
         Binding("1", "tab('out')", "Output"),
         Binding("2", "tab('err')", "Errors"),
+        Binding("3", "tab('script')", "Script"),
         Binding("c", "cancel_job", "Cancel"),
         Binding("t", "why", "Why waits"),
     ]
@@ -93,6 +101,8 @@ class JobScreen(BaseScreen):
             for stream, _, label in _STREAMS:
                 with TabPane(label, id=stream):
                     yield RichLog(id=f"log-{stream}", max_lines=5000, wrap=False)
+            with TabPane("Script", id="script"):
+                yield RichLog(id="job-script", wrap=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -100,6 +110,22 @@ class JobScreen(BaseScreen):
         self._read_logs()
         self.set_interval(FOLLOW_INTERVAL, self._read_logs)
         self._on_state()
+        job_id = self.job.job_id
+        self.ask(
+            Request(
+                "Batch script",
+                lambda cluster: cluster.job_script(job_id),
+                JobScriptRead,
+                key=("job_script", job_id),
+                # Not an error to report: srun and salloc jobs have none, and Slurm forgets
+                # the script of a job it has purged.
+                failed=lambda error: JobScriptRead(f"no batch script: {error}"),
+            )
+        )
+
+    @on(JobScriptRead)
+    def _script_read(self, message: JobScriptRead) -> None:
+        self.query_one("#job-script", RichLog).write(Text(message.text))
 
     # -- the job as each refresh lists it ---------------------------------------------
 

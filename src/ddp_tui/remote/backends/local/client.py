@@ -118,6 +118,16 @@ class LocalScheduler(Scheduler):
 
     # -- Scheduler API ----------------------------------------------------------------
 
+    def batch_script(self, job_id: str) -> str:
+        """The script the job was submitted with (its job file names it)."""
+        job = next((j for j in self.store.all_jobs() if j.job_id == job_id), None)
+        if job is None:
+            raise SchedulerError(f"the local scheduler does not know job {job_id}")
+        try:
+            return Path(job.script).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise SchedulerError(f"cannot read {job.script}: {exc.strerror}") from exc
+
     def submit(self, script_path: str, run_dir: str) -> str:
         try:
             text = Path(script_path).read_text(encoding="utf-8", errors="replace")

@@ -29,6 +29,7 @@ from ddp_tui.remote.backends.scheduler import (
 from ddp_tui.remote.backends.slurm.commands import (
     accounting_argv,
     accounting_ids,
+    batch_script_argv,
     config_argv,
     jobs_in_dir_argv,
     requeue_argv,
@@ -200,6 +201,11 @@ class SlurmScheduler(Scheduler):
     def accounting(self, job_id: str) -> str:
         """sacct's table for the job, its steps and requeued attempts (for ``sacct.txt``)."""
         return self._check(accounting_argv(job_id), "sacct").stdout
+
+    def batch_script(self, job_id: str) -> str:
+        """``scontrol write batch_script``: kept by the controller until the job is purged
+        (MinJobAge after it ends); a job started with srun or salloc has none."""
+        return self._check(batch_script_argv(job_id), "scontrol write batch_script").stdout
 
     def job_usage(self, job_id: str) -> JobAccounting | None:
         """One sacct: the job's last attempt with every step (:mod:`.usage_query`)."""

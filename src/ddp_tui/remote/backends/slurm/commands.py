@@ -281,5 +281,11 @@ def srun_on_node_argv(
     return [*srun, *argv]
 
 
+def batch_script_argv(job_id: str) -> list[str]:
+    """The job's batch script, as slurmctld keeps it while it knows the job, on stdout
+    (``-``): the user's own jobs only, as for scancel."""
+    return [*tool_prefix("scontrol"), "write", "batch_script", _check_job_id(job_id), "-"]
+
+
 def show_job_argv(job_id: str) -> list[str]:
     return [*tool_prefix("scontrol"), "--oneliner", "show", "job", _check_job_id(job_id)]
