@@ -50,6 +50,21 @@ TINY = (
 )  # fmt: skip
 
 
+def main_in_process(argv: Sequence[str]) -> int:
+    """The trainer's ``main`` run in this process, its signal handlers (SIGUSR2 requeue,
+    SIGTERM) put back after: the test process must not keep them."""
+    import signal
+
+    from ddp_tui.trainer.__main__ import main
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGTERM)}
+    try:
+        return main(list(argv))
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+
+
 def trainer_env(**extra: str) -> dict[str, str]:
     """The environment for a trainer process: src on the path, one thread, no launcher vars."""
     env = {

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import csv
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.trainer.helpers import main_in_process
 
 pytestmark = pytest.mark.torch
 
@@ -365,8 +366,6 @@ def test_flips_are_drawn_from_the_seed_and_epoch_and_survive_a_resume() -> None:
 def test_the_trainer_asked_to_decode_on_a_gpu_without_one_decodes_on_the_cpu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ddp_tui.trainer.__main__ import main
-
     _image_folder(tmp_path / "data", n=12, size=(20, 20))
     for var in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
         monkeypatch.delenv(var, raising=False)
@@ -376,12 +375,7 @@ def test_the_trainer_asked_to_decode_on_a_gpu_without_one_decodes_on_the_cpu(
         "--hflip", "--epochs", "1", "--batch-size", "4", "--workers", "0",
         "--calibration-steps", "1",
     ]  # fmt: skip
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGTERM)}
-    try:
-        code = main(argv)
-    finally:
-        for s, h in handlers.items():
-            signal.signal(s, h)
+    code = main_in_process(argv)
     out = capsys.readouterr().out
     assert code == 0, out
     assert "--decode gpu: no CUDA device, so the loader workers decode" in out

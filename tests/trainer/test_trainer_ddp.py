@@ -28,6 +28,7 @@ from tests.trainer.helpers import (
     TINY_NOISE,
     explain,
     free_port,
+    main_in_process,
     metrics_rows,
     run,
     run_json,
@@ -514,14 +515,7 @@ def test_bad_arguments_exit_2_naming_the_argument_without_a_traceback(tmp_path: 
 def test_an_unknown_model_exits_2_and_suggests_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ddp_tui.trainer.__main__ import main
-
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGTERM)}
-    try:
-        code = main(["--run-dir", str(tmp_path), "--model", "resnet5"])
-    finally:
-        for s, h in handlers.items():
-            signal.signal(s, h)
+    code = main_in_process(["--run-dir", str(tmp_path), "--model", "resnet5"])
     assert code == 2
     err = capsys.readouterr().err
     assert "argument --model: unknown model 'resnet5'" in err and "resnet50" in err

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.trainer.helpers import main_in_process
+
 pytestmark = pytest.mark.torch
 
 
@@ -184,10 +186,6 @@ def make_data(data_root, seed):
 def test_users_own_model_and_dataset_train_in_one_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import signal
-
-    from ddp_tui.trainer.__main__ import main
-
     (tmp_path / "my_experiment.py").write_text(USER_CODE)
     monkeypatch.syspath_prepend(str(tmp_path))
     for var in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
@@ -197,12 +195,7 @@ def test_users_own_model_and_dataset_train_in_one_process(
         "--dataset", "my_experiment:make_data", "--epochs", "3", "--batch-size", "16",
         "--lr", "0.5", "--workers", "0",
     ]  # fmt: skip
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGUSR2, signal.SIGTERM)}
-    try:
-        code = main(argv)
-    finally:
-        for s, h in handlers.items():
-            signal.signal(s, h)
+    code = main_in_process(argv)
     assert code == 0, capsys.readouterr()
     with (tmp_path / "run" / "metrics.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))

@@ -110,8 +110,13 @@ def _pct(margin: float) -> str:
     return f"{margin * 100:.0f} %"
 
 
+def _no_suggestion(field: str, option: str, current: str | int | None, reason: str) -> Suggestion:
+    """No value to suggest, and why (a figure the suggestion rests on is missing)."""
+    return Suggestion(field, option, None, current, None, reason)
+
+
 def _not_ended(field: str, option: str, current: str | int | None) -> Suggestion:
-    return Suggestion(field, option, None, current, None, "suggested once the job has ended")
+    return _no_suggestion(field, option, current, "suggested once the job has ended")
 
 
 def suggest_mem(used: UsedResources) -> Suggestion:
@@ -121,21 +126,17 @@ def suggest_mem(used: UsedResources) -> Suggestion:
     held = used.mem_per_node_mib
     asked = f" with {held:.0f} MiB per node" if held else ""
     if used.state == "OUT_OF_MEMORY":
-        return Suggestion(
+        return _no_suggestion(
             "mem",
             "--mem",
-            None,
             current,
-            None,
             f"it ran out of memory{asked}: it needs more, how much more was not measured",
         )
     if used.state not in _RAN_ITS_TIME:
-        return Suggestion(
+        return _no_suggestion(
             "mem",
             "--mem",
-            None,
             current,
-            None,
             f"it ended {used.state} before it finished: its peak says little of its need",
         )
     peak = used.peak_mib_per_node
@@ -158,21 +159,17 @@ def suggest_time(used: UsedResources, current: str | None) -> Suggestion:
         return _not_ended("time_limit", "--time", current)
     if used.state == "TIMEOUT":
         limit = _clock(used.time_limit_sec) if used.time_limit_sec else "its limit"
-        return Suggestion(
+        return _no_suggestion(
             "time_limit",
             "--time",
-            None,
             current,
-            None,
             f"it ran out of time at {limit}: it needs more, how much more was not measured",
         )
     if used.state not in _FULL_RUN:
-        return Suggestion(
+        return _no_suggestion(
             "time_limit",
             "--time",
-            None,
             current,
-            None,
             f"it ended {used.state} before it finished: its run time says nothing of its need",
         )
     if used.elapsed_sec is None:
@@ -192,22 +189,18 @@ def suggest_cpus(used: UsedResources) -> Suggestion:
     if not used.ended:
         return _not_ended("cpus_per_task", "--cpus-per-task", current)
     if used.state not in _RAN_ITS_TIME:
-        return Suggestion(
+        return _no_suggestion(
             "cpus_per_task",
             "--cpus-per-task",
-            None,
             current,
-            None,
             f"it ended {used.state} before it finished: its CPU use says little of its need",
         )
     busy, cpus = used.cores_used_per_task, used.cpus_per_task
     if busy is None or cpus is None:
-        return Suggestion(
+        return _no_suggestion(
             "cpus_per_task",
             "--cpus-per-task",
-            None,
             current,
-            None,
             "the CPU time per task was not measured",
         )
     need = max(1, math.ceil(busy * (1 + CPU_MARGIN)))
