@@ -92,10 +92,10 @@ async def test_a_lists_every_job_enter_opens_one_and_c_cancels_it() -> None:
             for strip in log.lines  # type: ignore[attr-defined]
         )
         # Its batch script, asked once on opening (FAKE: the fake's own).
+        await wait_until(pilot, lambda: job_screen.script is not None, "the script")
         await pilot.press("3")
-        script = job_screen.query_one("#job-script")
-        await wait_until(pilot, lambda: len(script.lines) > 0, "the script")  # type: ignore[attr-defined]
-        shown = "\n".join(s.text for s in script.lines)  # type: ignore[attr-defined]
+        await pilot.pause()
+        shown = str(job_screen.query_one("#job-script").render())
         assert "#SBATCH --job-name=big-train" in shown
         assert [c for c in fake.calls if c[0] == "job_script"] == [("job_script", "1202")]
         await pilot.press("c")

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Footer, RichLog, Static, TabbedContent, TabPane
 
@@ -92,6 +93,8 @@ class JobScreen(BaseScreen):
         self.paths: dict[str, str] = {}
         self._usage_asked = False
         self._why_asked = False
+        #: The job's batch script, or why there is none (None: not answered yet).
+        self.script: str | None = None
 
     def compose(self) -> ComposeResult:
         yield StatusHeader("Job")
@@ -101,8 +104,10 @@ class JobScreen(BaseScreen):
             for stream, _, label in _STREAMS:
                 with TabPane(label, id=stream):
                     yield RichLog(id=f"log-{stream}", max_lines=5000, wrap=False)
-            with TabPane("Script", id="script"):
-                yield RichLog(id="job-script", wrap=False)
+            with TabPane("Script", id="script"), VerticalScroll():
+                # A Static, not a RichLog: a RichLog in a hidden tab holds its lines until
+                # it is first shown and sized; the script is whole text, set once.
+                yield Static("asking the scheduler for its batch script...", id="job-script")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -125,7 +130,8 @@ class JobScreen(BaseScreen):
 
     @on(JobScriptRead)
     def _script_read(self, message: JobScriptRead) -> None:
-        self.query_one("#job-script", RichLog).write(Text(message.text))
+        self.script = message.text
+        self.query_one("#job-script", Static).update(Text(message.text))
 
     # -- the job as each refresh lists it ---------------------------------------------
 
