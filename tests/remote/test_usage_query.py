@@ -14,9 +14,9 @@ import pytest
 
 from ddp_tui.remote.backends.scheduler import SchedulerError
 from ddp_tui.remote.backends.slurm.commands import SEP
+from ddp_tui.remote.backends.slurm.parsers import parse_tres
 from ddp_tui.remote.backends.slurm.usage_query import (
     parse_cpu_time,
-    parse_tres,
     parse_usage,
     usage_argv,
 )

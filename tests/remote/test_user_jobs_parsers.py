@@ -10,7 +10,7 @@ import pytest
 
 from ddp_tui.remote.backends.executor import FileRead, FileStat, ReadResult
 from ddp_tui.remote.backends.slurm.commands import SEP
-from ddp_tui.remote.backends.slurm.parsers import parse_show_job
+from ddp_tui.remote.backends.slurm.parsers import parse_show_job, tres_gpus
 from ddp_tui.remote.backends.slurm.user_jobs import (
     USER_SACCT_FIELDS,
     default_stdio,
@@ -18,7 +18,6 @@ from ddp_tui.remote.backends.slurm.user_jobs import (
     parse_user_squeue,
     sacct_has_stdio,
     show_job_paths,
-    tres_gpus,
     user_sacct_argv,
     user_squeue_argv,
 )

@@ -11,10 +11,19 @@ from typing import TYPE_CHECKING, Final
 
 from ddp_tui.diagnosis.pending import pending_reason
 from ddp_tui.remote.backends.job_ids import job_id_sort_key
-from ddp_tui.remote.backends.states import COUNT_ORDER, JobState
+from ddp_tui.remote.backends.states import JobState
 from ddp_tui.reports.usage import device_hours
 from ddp_tui.tui.formatting import duration
-from ddp_tui.tui.job_groups import CLOSED, INDENT, OPEN, JobLine, counts_label, group_row_key
+from ddp_tui.tui.job_groups import (
+    CLOSED,
+    INDENT,
+    OPEN,
+    JobLine,
+    counts_label,
+    group_row_key,
+    state_counts,
+    state_rank,
+)
 
 if TYPE_CHECKING:
     from ddp_tui.remote.backends.user_jobs import UserJob
@@ -25,8 +34,6 @@ JOB_ROW_PREFIX: Final = "job:"
 ARRAY_GROUP_PREFIX: Final = "jobarray:"
 #: The name of a job that is not ddp-tui's starts with this: the table says whose it is.
 FOREIGN_MARK: Final = "◇ "
-
-_RANK: Final = {state: index for index, state in enumerate(COUNT_ORDER)}
 
 
 def job_row_key(job_id: str) -> str:
@@ -52,10 +59,7 @@ class JobArray:
 
     @property
     def counts(self) -> tuple[tuple[JobState, int], ...]:
-        counts: dict[JobState, int] = {}
-        for task in self.tasks:
-            counts[task.state] = counts.get(task.state, 0) + 1
-        return tuple(sorted(counts.items(), key=lambda i: _RANK.get(i[0], len(_RANK))))
+        return state_counts(self.tasks)
 
     @property
     def live(self) -> tuple[UserJob, ...]:
@@ -191,7 +195,7 @@ def foreign_lines(
 JOB_VALUES: Final[dict[str, Callable[[UserJob], float | str | tuple[object, ...] | None]]] = {
     "name": lambda j: j.name.lower(),
     "job": lambda j: job_id_sort_key(j.job_id),
-    "state": lambda j: float(_RANK.get(j.state, len(_RANK))),
+    "state": lambda j: float(state_rank(j.state)),
     "size": lambda j: float(j.gpus or j.nodes) or None,
     "elapsed": lambda j: float(j.elapsed_sec) or None,
     "epoch": lambda j: None,

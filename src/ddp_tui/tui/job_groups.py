@@ -13,9 +13,9 @@ behind a closed row. A sweep of one run is shown as that run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ddp_tui.remote.backends.states import COUNT_ORDER, RETRY_STATES, JobState
 
@@ -37,9 +37,22 @@ INDENT = "  "
 #: Each state's place in a group row's count: the states' own order.
 _RANK = {state: index for index, state in enumerate(COUNT_ORDER)}
 
+
+def state_rank(state: JobState) -> int:
+    """A state's place in the count order (running first, completed last; others after)."""
+    return _RANK.get(state, len(_RANK))
+
+
 #: What a sweep member's name joins its parts with (``grid-lr0.1-b32``, ``sweep-g2``); not
 #: the dot, which is inside values (``lr0.1``).
 _SEPARATORS = "-_ "
+
+
+class HasState(Protocol):
+    """A run or a job: what a count per state needs of it."""
+
+    @property
+    def state(self) -> JobState: ...
 
 
 def group_row_key(group: str) -> str:
@@ -95,12 +108,12 @@ class JobLine:
     array: JobArray | None = None
 
 
-def state_counts(runs: Sequence[RunView]) -> tuple[tuple[JobState, int], ...]:
-    """How many runs are in each state, running first and completed last."""
+def state_counts(items: Iterable[HasState]) -> tuple[tuple[JobState, int], ...]:
+    """How many runs (or jobs) are in each state, running first and completed last."""
     counts: dict[JobState, int] = {}
-    for run in runs:
-        counts[run.state] = counts.get(run.state, 0) + 1
-    return tuple(sorted(counts.items(), key=lambda item: _RANK.get(item[0], len(_RANK))))
+    for item in items:
+        counts[item.state] = counts.get(item.state, 0) + 1
+    return tuple(sorted(counts.items(), key=lambda item: state_rank(item[0])))
 
 
 def counts_label(counts: Sequence[tuple[JobState, int]]) -> str:

@@ -13,21 +13,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from ddp_tui.remote.backends.job_ids import job_id_sort_key
-from ddp_tui.remote.backends.states import COUNT_ORDER, JobState
 from ddp_tui.reports.usage import resource_hours
 from ddp_tui.tui.foreign_rows import JOB_VALUES, JobArray
+from ddp_tui.tui.job_groups import state_rank
 
 if TYPE_CHECKING:
     from ddp_tui.remote.model.views import RunView
     from ddp_tui.tui.job_groups import JobLine, RunGroup
 
 SortValue = float | str | tuple[object, ...]
-
-_RANK: Final = {state: index for index, state in enumerate(COUNT_ORDER)}
-
-
-def _state_rank(state: JobState) -> float:
-    return _RANK.get(state, len(_RANK))
 
 
 def _progress(run: RunView) -> float | None:
@@ -47,7 +41,7 @@ def _hours(run: RunView) -> float | None:
 RUN_VALUES: Final[dict[str, Callable[[RunView], SortValue | None]]] = {
     "name": lambda r: r.name.lower(),
     "job": lambda r: job_id_sort_key(r.job_id) if r.job_id else None,
-    "state": lambda r: _state_rank(r.state),
+    "state": lambda r: float(state_rank(r.state)),
     "size": lambda r: float(r.spec.nodes * r.spec.gpus_per_node),
     "elapsed": lambda r: r.elapsed_sec or None,
     "epoch": _progress,

@@ -162,6 +162,35 @@ def field_text(text: str) -> str:
     return "" if text in _EMPTY else text
 
 
+def parse_tres(text: str) -> dict[str, str]:
+    """A TRES list (``cpu=4,mem=8000M,gres/gpu=2``) as name to value text."""
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        name, eq, value = item.partition("=")
+        if eq and name.strip():
+            out[name.strip()] = value.strip()
+    return out
+
+
+def tres_gpus(tres: str) -> int | None:
+    """GPUs in a TRES list (``cpu=2,mem=8000M,node=2,billing=2,gres/gpu=3``): the generic
+    ``gres/gpu`` count (the typed ones, ``gres/gpu:a100=4``, repeat it), else the typed ones
+    summed; 0 where the list names no GPU; None for no list."""
+    tres = field_text(tres)
+    if not tres:
+        return None
+    generic: int | None = None
+    typed = 0
+    for key, value in parse_tres(tres).items():
+        if not value.isdigit():
+            continue
+        if key == "gres/gpu":
+            generic = int(value)
+        elif key.startswith("gres/gpu:"):
+            typed += int(value)
+    return generic if generic is not None else typed
+
+
 def parse_duration(text: str) -> int | None:
     """Seconds in a Slurm duration (``D-HH:MM:SS``, ``D-HH``, ``HH:MM:SS``, ``MM:SS``, or
     bare minutes); None for ``UNLIMITED``/``INFINITE``; 0 for anything else."""

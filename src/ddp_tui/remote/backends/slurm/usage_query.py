@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 from ddp_tui.remote.backends.hostlist import expand_hostlist
 from ddp_tui.remote.backends.slurm.commands import SEP, _check_job_id, tool_prefix
-from ddp_tui.remote.backends.slurm.parsers import field_text, split_records
+from ddp_tui.remote.backends.slurm.parsers import field_text, parse_tres, split_records, tres_gpus
 from ddp_tui.remote.backends.states import from_slurm
 from ddp_tui.reports.accounting import (
     GPU_MEM,
@@ -60,16 +60,6 @@ def usage_argv(job_id: str) -> list[str]:
         f"--format={','.join(USAGE_FIELDS)}",
         f"--jobs={_check_job_id(job_id)}",
     ]
-
-
-def parse_tres(text: str) -> dict[str, str]:
-    """A TRES list (``cpu=4,mem=8000M,gres/gpu=2``) as name to value text."""
-    out: dict[str, str] = {}
-    for item in text.split(","):
-        name, eq, value = item.partition("=")
-        if eq and name.strip():
-            out[name.strip()] = value.strip()
-    return out
 
 
 def parse_cpu_time(text: str) -> float | None:
@@ -194,8 +184,6 @@ def parse_usage(text: str, job_id: str) -> JobAccounting | None:
         mine = index == last["DBIndex"].strip() if index else current is last
         if parent == key and mine:
             steps.append(_step(step, f))
-    tres = parse_tres(last["AllocTRES"])
-    gpus = tres.get("gres/gpu")
     limit = _number(last["TimelimitRaw"])
     return JobAccounting(
         job_id=key,
@@ -207,7 +195,8 @@ def parse_usage(text: str, job_id: str) -> JobAccounting | None:
         node_count=_number(last["NNodes"]),
         nodes=_nodes(last["NodeList"]),
         cpus=_number(last["AllocCPUS"]),
-        gpus=int(gpus) if gpus is not None and gpus.isdigit() else None,
+        # None, not 0, for an allocation that names no GPU: as this report has always said.
+        gpus=tres_gpus(last["AllocTRES"]) or None,
         memory=_memory(last),
         cpu_sec=parse_cpu_time(last["TotalCPU"]),
         steps=tuple(steps),

@@ -28,6 +28,7 @@ from ddp_tui.remote.backends.slurm.parsers import (
     parse_exit_code,
     split_records,
     to_int,
+    tres_gpus,
 )
 from ddp_tui.remote.backends.states import JobState, from_slurm
 from ddp_tui.remote.backends.stdio_paths import PatternValues, expand_stdio_path
@@ -107,26 +108,6 @@ def user_sacct_argv(since: Since, *, stdio: bool = False) -> list[str]:
         f"--starttime={since.sacct_starttime()}",
         f"--format={','.join(sacct_fields(stdio=stdio))}",
     ]
-
-
-def tres_gpus(tres: str) -> int | None:
-    """GPUs in a TRES list (``cpu=2,mem=8000M,node=2,billing=2,gres/gpu=3``): the generic
-    ``gres/gpu`` count (the typed ones, ``gres/gpu:a100=4``, repeat it), else the typed ones
-    summed; 0 where the list names no GPU; None for no list."""
-    tres = field_text(tres)
-    if not tres:
-        return None
-    generic: int | None = None
-    typed = 0
-    for item in tres.split(","):
-        key, _, value = item.strip().partition("=")
-        if not value.isdigit():
-            continue
-        if key == "gres/gpu":
-            generic = int(value)
-        elif key.startswith("gres/gpu:"):
-            typed += int(value)
-    return generic if generic is not None else typed
 
 
 def _limit(seconds: int | None) -> int | None:
