@@ -50,6 +50,18 @@ def test_steps_at_the_same_time_add_up_and_steps_in_turn_do_not() -> None:
     assert peaks["n2"].peak_mib == 500.0 and peaks["n2"].bound == "exact"
 
 
+def test_tasks_that_peaked_alike_are_exact_on_every_node() -> None:
+    # Two tasks, one per node, at the same peak: Slurm names the first node for both ends
+    # (it moves them only on a strictly smaller or larger task), as the suite's cluster did.
+    alike = step("0", "2026-01-01T10:00:01", "2026-01-01T10:05:00", 210.3, nodes=("n1", "n2"))
+    alike = StepUsage(**{**alike.__dict__, "usage_min_node": {"mem": "n2"}})
+    peaks = {n.node: n for n in node_peaks([alike])}
+    assert {node: (n.peak_mib, n.bound) for node, n in peaks.items()} == {
+        "n1": (210.3, "exact"),
+        "n2": (210.3, "exact"),
+    }
+
+
 def test_a_step_with_no_sample_counts_for_nothing_not_zero() -> None:
     quiet = StepUsage("0", "COMPLETED", nodes=("n1",), tasks=1, usage_tot={})
     assert node_peaks([quiet]) == ()

@@ -157,6 +157,13 @@ def step_node_memory(step: StepUsage) -> dict[str, tuple[float, Bound, str]]:
             node: (biggest, "at most", "no larger than the step's largest task") for node in nodes
         }
         smallest, min_node = step.usage_min.get(MEM), step.usage_min_node.get(MEM, "")
+        if smallest == biggest:
+            # Every task peaked at the same. Slurm then names one node for both ends (it
+            # moves the min and the max only on a strictly smaller or larger task), but
+            # each node's one task holds exactly that peak.
+            return {
+                node: (biggest, "exact", "one task per node: every task's peak") for node in nodes
+            }
         if smallest is not None and smallest > 0 and min_node in out:
             out[min_node] = (smallest, "exact", "one task per node: the smallest task")
         if max_node in out or n == 1:
