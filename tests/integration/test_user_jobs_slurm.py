@@ -31,6 +31,7 @@ from ddp_tui.remote.backends.slurm import SlurmScheduler
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.backends.user_jobs import UserJob
 from ddp_tui.remote.cluster import Cluster
+from ddp_tui.remote.model.views import Snapshot
 from ddp_tui.remote.store.runs import RunStore
 from ddp_tui.spec import ExperimentSpec
 from tests.integration.story import tiny_spec
@@ -242,9 +243,10 @@ def test_a_held_job_released_runs_and_ends(jobs: Jobs, slurm_cluster: Any) -> No
     assert jobs.cluster.job_log(jobs.released, offset=first.offset).lines == ("done",)
 
 
-def test_one_squeue_and_one_sacct_for_every_foreign_row(jobs: Jobs) -> None:
+def test_one_squeue_and_one_sacct_for_every_row_the_runs_included(jobs: Jobs) -> None:
     counting = CountingLocalExecutor()
     cluster = _open(jobs.root, counting)
+    held = None
     try:
         # Once the run's job has ended and its end is recorded, a refresh asks squeue alone.
         _until(
@@ -253,17 +255,30 @@ def test_one_squeue_and_one_sacct_for_every_foreign_row(jobs: Jobs) -> None:
         )
         counting.calls.clear()
         cluster.refresh()
-        refresh = Counter(counting.calls)
-        assert refresh == Counter({"squeue": 1}), refresh
+        assert counting.calls == Counter({"squeue": 1}), counting.calls
+        # A run whose job is alive (held): a refresh alone polls it with squeue and sacct.
+        held = cluster.submit(cluster.plan(_spec().replace(name="held", extra_sbatch=("--hold",))))
+        assert held.job_id is not None
+        counting.calls.clear()
+        assert _state(cluster.refresh(), held.run_id) is JobState.PENDING
+        assert counting.calls == Counter({"squeue": 1, "sacct": 1}), counting.calls
         for _ in range(2):  # the whole window, then what changed since
             counting.calls.clear()
             every = cluster.user_jobs()
-            listing = Counter(counting.calls)
-            listing.subtract(refresh)
-            assert +listing == Counter({"squeue": 1, "sacct": 1}), counting.calls
+            # The runs' states come from the listing's own answers: nothing is asked twice.
+            assert counting.calls == Counter({"squeue": 1, "sacct": 1}), counting.calls
             assert every.scheduler_calls == 2 and len(every.foreign) >= 7
-        sacct = [a for a in counting.argvs if "sacct" in a and "--allocations" in a][-1]
+            assert _state(every.snapshot, held.run_id) is JobState.PENDING
+            assert held.job_id not in {j.job_id for j in every.foreign}
+        sacct = [a for a in counting.argvs if "sacct" in a][-1]
         assert any(a.startswith("--starttime=now-") for a in sacct)
         assert not any(a.startswith("--jobs=") for a in sacct)  # nothing asked per row
     finally:
+        if held is not None and held.job_id is not None:
+            cluster.cancel_job(held.job_id)
         cluster.close()
+
+
+def _state(snapshot: Snapshot, run_id: str) -> JobState:
+    (view,) = [v for v in snapshot.runs if v.run_id == run_id]
+    return view.state

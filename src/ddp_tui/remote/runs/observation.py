@@ -11,7 +11,7 @@ come after it, in their own stage.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ddp_tui.remote.backends.executor import (
@@ -22,6 +22,7 @@ from ddp_tui.remote.backends.executor import (
 )
 from ddp_tui.remote.backends.scheduler import (
     AccountingUnavailable,
+    JobStatus,
     SchedulerError,
     SchedulerUnavailable,
 )
@@ -59,16 +60,27 @@ class Observer:
         *,
         poll: bool = True,
         max_new: int | None = None,
+        answered: Mapping[str, JobStatus] | None = None,
     ) -> Observation:
         """One pass over the runs ``known`` from the last pass (the ones polled), the new
-        run directories (at most ``max_new``) and the followed run's new bytes."""
+        run directories (at most ``max_new``) and the followed run's new bytes.
+
+        ``answered``: what the scheduler said of every job of the user a moment ago (the
+        all-jobs listing's one squeue and one sacct). The jobs it names are not asked again;
+        only one it does not name (accounting lags a job that ended within seconds) is
+        polled as usual."""
         states = self.observed.states
         polled = [
             job_id for info in known if (job_id := latest_job_id(info)) and not states.end_of(info)
         ]
+        known_now: dict[str, JobStatus] = {}
+        if answered is not None and poll:
+            known_now = {j: answered[j] for j in polled if j in answered}
+            polled = [j for j in polled if j not in known_now]
         table = self.observed.table.requests(known)
         listing_reads = self.observed.store.listing_reads()
-        poll_cmds = self.observed.scheduler.poll_commands(polled) if poll else []
+        asks = poll and (answered is None or bool(polled))
+        poll_cmds = self.observed.scheduler.poll_commands(polled) if asks else []
         space_cmds = self._space_commands()
         batch = Batch(
             commands=[self.observed.store.listing_command(), *poll_cmds, *space_cmds],
@@ -84,8 +96,8 @@ class Observer:
         except (ExecutorError, RunStoreError) as exc:
             self.connection = "reconnecting" if isinstance(exc, ExecutorError) else "ok"
             return Observation(error=str(exc), failed=True)
-        if not poll:
-            self.connection = "ok"  # the listing answered; no scheduler was asked
+        if not asks:
+            self.connection = "ok"  # the listing answered; no scheduler was asked now
         n = len(listing_reads) + len(table)
         for reader, res in zip(table, result.reads[len(listing_reads) : n], strict=True):
             reader.read_new(res)
@@ -94,7 +106,9 @@ class Observer:
         seen = Observation(
             infos=infos, polled=poll, scheduler_calls=len(poll_cmds), follow_reads=result.reads[n:]
         )
-        if poll:
+        if known_now:
+            self.observed.states.observe_complete_poll(list(known_now), known_now)
+        if asks:
             seen.error = self._apply_poll(polled, result.commands[1 : 1 + len(poll_cmds)])
         seen.error = self._read_just_ended(infos) or seen.error
         return seen

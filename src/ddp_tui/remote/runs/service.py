@@ -10,10 +10,11 @@ a login node and the app on a laptop see the same experiments.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.remote.backends.executor import Batch, ExecutorError, ReadResult
+from ddp_tui.remote.backends.scheduler import JobStatus
 from ddp_tui.remote.model.events import NotifyEvent
 from ddp_tui.remote.model.view_building import latest_job_id
 from ddp_tui.remote.model.views import Check, RunDetail, RunView, Snapshot
@@ -67,8 +68,13 @@ class RunsService:
 
     # -- every run --------------------------------------------------------------------
 
-    def refresh(self, follow: str | None = None) -> Snapshot:
+    def refresh(
+        self, follow: str | None = None, *, answered: Mapping[str, JobStatus] | None = None
+    ) -> Snapshot:
         """A snapshot of every run, and of the followed run's new output.
+
+        ``answered``: the states of the user's jobs as the scheduler gave them a moment ago
+        (the all-jobs listing); the runs' jobs it names are not asked again.
 
         Scheduler or connection outages never raise: the snapshot carries the error and the
         runs keep their last known states.
@@ -80,14 +86,23 @@ class RunsService:
             if first.error is not None:
                 return first
             # Poll what was just read; reading more runs can wait for the next refresh.
-            return self._refresh_once(follow, max_new=0 if self.listing_batch else None)
-        return self._refresh_once(follow, max_new=self.listing_batch)
+            return self._refresh_once(
+                follow, max_new=0 if self.listing_batch else None, answered=answered
+            )
+        return self._refresh_once(follow, max_new=self.listing_batch, answered=answered)
 
     def _refresh_once(
-        self, follow: str | None, *, poll: bool = True, max_new: int | None = None
+        self,
+        follow: str | None,
+        *,
+        poll: bool = True,
+        max_new: int | None = None,
+        answered: Mapping[str, JobStatus] | None = None,
     ) -> Snapshot:
         fpass = self.following.begin(self.info(follow)) if follow else None
-        seen = self.observer.observe(self._infos, fpass, poll=poll, max_new=max_new)
+        seen = self.observer.observe(
+            self._infos, fpass, poll=poll, max_new=max_new, answered=answered
+        )
         if seen.failed:
             return self._snapshot(self._views, seen.error, 0)
         self._listed = True

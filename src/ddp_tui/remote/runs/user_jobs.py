@@ -4,7 +4,8 @@ did not submit (``sbatch`` by hand, other tools, last week's), cancel by job id,
 
 The listing costs one squeue and one sacct whatever the number of jobs
 (:meth:`~ddp_tui.remote.backends.scheduler.Scheduler.user_jobs_commands`), in one batch (one
-SSH round trip). sacct is asked for the whole window (a week by default) at first and every
+SSH round trip), and the runs' refresh beside it asks nothing more: it takes its jobs' states
+from those two answers. sacct is asked for the whole window (a week by default) at first and every
 :data:`FULL_EVERY_SEC`; in between only for what changed since the last ask (ended jobs do not
 change), so a listing at the app's refresh pace does not load slurmdbd with a week of jobs
 every few seconds.
@@ -17,12 +18,13 @@ recording its job id); every other job is foreign.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from ddp_tui.remote.backends.executor import Batch, Executor, ExecutorError
 from ddp_tui.remote.backends.job_ids import is_job_id, job_id_sort_key
-from ddp_tui.remote.backends.scheduler import Scheduler, SchedulerError
+from ddp_tui.remote.backends.scheduler import JobStatus, Scheduler, SchedulerError
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.backends.user_jobs import DEFAULT_SINCE, Since, UserJob
 from ddp_tui.remote.model.views import Snapshot
@@ -35,6 +37,14 @@ FULL_EVERY_SEC = 300.0
 MARGIN_SEC = 120
 #: Bytes of a log a read returns by default (its tail, or what is new).
 LOG_BYTES = 64 * 1024
+
+
+class Refresh(Protocol):
+    """The runs service's refresh (:meth:`RunsService.refresh`)."""
+
+    def __call__(
+        self, follow: str | None = None, *, answered: Mapping[str, JobStatus] | None = None
+    ) -> Snapshot: ...
 
 
 @dataclass(frozen=True)
@@ -111,7 +121,7 @@ class UserJobsService:
         scheduler: Scheduler,
         *,
         runs_root: str,
-        refresh: Callable[[str | None], Snapshot],
+        refresh: Refresh,
         version: Callable[[], str],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -128,11 +138,14 @@ class UserJobsService:
     # -- the listing ----------------------------------------------------------------------
 
     def user_jobs(self, since: Since | None = None, *, follow: str | None = None) -> AllJobs:
-        """A refresh (``follow``: the open run, as :meth:`RunsService.refresh`), then every
-        other job of the user: queued, running, and ended since ``since`` (a week)."""
+        """Every job of the user: queued, running, and ended since ``since`` (a week), and a
+        refresh of the runs (``follow``: the open run, as :meth:`RunsService.refresh`).
+
+        The listing's one squeue and one sacct go first, and the refresh takes its runs'
+        states from them instead of asking again: the whole costs one squeue and one sacct
+        (one more poll only for a run's job they do not name yet).
+        """
         since = since or DEFAULT_SINCE
-        snapshot = self._refresh(follow)
-        ours = {a.job_id for v in snapshot.runs for a in v.attempts}
         now = self._clock()
         window, full = self._accounting.window(since, now)
         try:
@@ -143,13 +156,22 @@ class UserJobsService:
             )
             answer = self.scheduler.parse_user_jobs(window, results)
         except (SchedulerError, ExecutorError) as exc:
+            snapshot = self._refresh(follow)
+            ours = _attempt_ids(snapshot)
             rows = self._foreign(self._last.values(), ours)  # the last known, kept
             return AllJobs(snapshot, rows, since, str(exc), 0)
         if answer.warning is None:
             self._accounting.take(since, answer.accounted, full=full, now=now)
         # The queue is current; accounting lags it (a job it still calls RUNNING may be gone).
         by_id = {**self._accounting.rows, **{j.job_id: j for j in answer.queued}}
-        rows = self._foreign(by_id.values(), ours)
+        # Without the accounting (or with a scheduler read in place), the refresh asks itself.
+        answered = (
+            {k: job_status(j) for k, j in by_id.items()}
+            if commands and not answer.warning
+            else None
+        )
+        snapshot = self._refresh(follow, answered=answered)
+        rows = self._foreign(by_id.values(), _attempt_ids(snapshot))
         self._last = {j.job_id: j for j in rows}
         return AllJobs(snapshot, rows, since, answer.warning, len(commands))
 
@@ -218,6 +240,28 @@ class UserJobsService:
             return listed, f"the listing's {job.source}"
         paths = self.scheduler.job_stdio(job_id, job)
         return (paths.err if err else paths.out), paths.source
+
+
+def _attempt_ids(snapshot: Snapshot) -> set[str]:
+    return {a.job_id for v in snapshot.runs for a in v.attempts}
+
+
+def job_status(job: UserJob) -> JobStatus:
+    """A listed job as the runs' poll has it."""
+    return JobStatus(
+        job_id=job.job_id,
+        state=job.state,
+        raw_state=job.raw_state,
+        reason=job.reason,
+        nodes=job.nodes,
+        node_list=job.node_list,
+        elapsed_sec=float(job.elapsed_sec),
+        exit_code=job.exit_code,
+        start=job.start_time,
+        end=job.end_time,
+        name=job.name,
+        partition=job.partition,
+    )
 
 
 def _require_job_id(job_id: str) -> str:
