@@ -30,10 +30,24 @@ sys.path.insert(0, str(REPO / "src"))
 from ddp_tui.config import Profile  # noqa: E402
 from ddp_tui.remote.backends.executor import LocalExecutor  # noqa: E402
 from ddp_tui.remote.backends.local import LocalScheduler  # noqa: E402
+from ddp_tui.remote.backends.local.processes import pid_alive  # noqa: E402
 from ddp_tui.remote.cluster import Cluster  # noqa: E402
 from ddp_tui.remote.store.history import attempt_record  # noqa: E402
 from ddp_tui.remote.store.runs import RunStore  # noqa: E402
 from record import Record, add_quick_option  # noqa: E402
+
+
+def settle(sched: LocalScheduler, timeout: float = 30.0) -> None:
+    """Wait until every job's supervisor has recorded its end and exited: a cancelled
+    running job's supervisor writes into the state directory after the cancel returns, and
+    removing that directory under it fails ("Directory not empty")."""
+    deadline = time.monotonic() + timeout
+    while any(
+        pid_alive(job.supervisor_pid, job.supervisor_start) for job in sched.store.all_jobs()
+    ):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the local jobs' supervisors did not exit in {timeout:g} s")
+        time.sleep(0.05)
 
 
 def main() -> None:
@@ -79,9 +93,10 @@ def main() -> None:
                 locked.append(time.perf_counter() - start)
                 seen += 1
         finally:
-            for job in sched.list_jobs():
-                if job.state.is_active:
-                    sched.cancel(job.job_id)
+            for status in sched.list_jobs():
+                if status.state.is_active:
+                    sched.cancel(status.job_id)
+            settle(sched)
     ratios = [b / a for a, b in zip(bare, locked, strict=True)]
     geomean = math.exp(statistics.fmean(math.log(r) for r in ratios))
     print(f"rounds: {args.rounds} (local scheduler, every job held PENDING)")

@@ -34,6 +34,7 @@ CONTRACT_FILES = (
     "progress.jsonl",
     "preflight.json",
     "sacct.txt",
+    "usage.json",
     "snapshot.json",
     "ranks.jsonl",
     "stall.json",

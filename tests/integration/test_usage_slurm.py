@@ -34,9 +34,13 @@ from ddp_tui.remote.cluster import Cluster
 pytestmark = [pytest.mark.slurm]
 
 HOLD_MIB = 200
-#: Each task: 0.5 s of CPU (TotalCPU then has something to count), HOLD_MIB touched, held.
+#: Each task: 0.5 s of CPU (TotalCPU then has something to count), HOLD_MIB touched, held
+#: until released and for 2 s at least: sacct's Elapsed counts whole seconds, and a job that
+#: starts and ends within one (measured: 0.7 s here) has an Elapsed of 0, so no CPU
+#: efficiency at all.
 TASK = """
 import os, pathlib, time
+started = time.monotonic()
 t0 = time.process_time()
 while time.process_time() - t0 < 0.5:
     pass
@@ -45,7 +49,7 @@ for i in range(0, len(held), 4096):
     held[i] = 1
 marks = pathlib.Path(os.environ["MARKS"])
 (marks / ("touched-" + os.environ["SLURM_PROCID"])).write_text("")
-while not (marks / "release").exists():
+while not (marks / "release").exists() or time.monotonic() - started < 2.0:
     time.sleep(0.05)
 """
 EXE = shutil.which("ddp-tui", path=os.path.dirname(sys.executable)) or "ddp-tui"
@@ -145,6 +149,28 @@ def test_cpu_efficiency_is_saccts_own(
     assert _seconds(total) >= 1.0  # each task's 0.5 s of CPU, on both nodes
     # The report sums the steps' TotalCPU; sacct's allocation line is that sum, to the ms.
     assert report.cpu_efficiency.value == pytest.approx(own, abs=0.003 / held)
+
+
+def test_the_listings_row_has_saccts_own_efficiency_without_a_sacct_of_its_own(
+    held_job: HeldJob, facade: Cluster, slurm_cluster: Any
+) -> None:
+    # Every job of the user, as Jobs (`a`) and `ls --all` list them: one squeue and one sacct
+    # whatever the count, its steps in it; the ended job's row says what it used.
+    res = slurm_cluster.run(
+        ["sacct", "-n", "-P", "-o", "JobID,TotalCPU,ElapsedRaw,AllocCPUS", "-j", held_job.job_id]
+    )
+    line = next(ln for ln in res.stdout.splitlines() if ln.split("|")[0] == held_job.job_id)
+    _, total, elapsed, cpus = line.split("|")
+    every = facade.user_jobs()
+    (row,) = [j for j in every.foreign if j.job_id == held_job.job_id]
+    assert every.scheduler_calls == 2 and row.state.value == "COMPLETED"
+    assert row.cpu_efficiency == pytest.approx(
+        _seconds(total) / (float(elapsed) * int(cpus)), abs=0.01
+    )
+    report = facade.usage(held_job.job_id)
+    assert row.mem_efficiency is not None and row.mem_efficiency > 0, held_job.sstat
+    assert row.mem_efficiency == report.mem_efficiency.value  # one reader of the same record
+    assert row.cpu_efficiency == report.cpu_efficiency.value
 
 
 def test_cli_json_has_each_figure_and_says_null_for_what_was_not_measured(

@@ -1,11 +1,13 @@
 """Every job of the user on the real Slurm test cluster: jobs sent with plain ``sbatch`` (no
 ddp-tui) are listed beside ddp-tui's runs while pending, running and ended, their ``.out`` is
 read by offset, they are cancelled by job id, and the listing costs one squeue and one sacct
-whatever the number of jobs.
+whatever the number of jobs; one is brought in as a run (in a runs root of its own, so the
+other tests' listings are as they were), followed and retried.
 
-Every job is submitted once, by the module's set-up, and held where a test needs it by
-construction: ``sbatch --hold`` (pending until released), a script that waits while a file
-exists (running until the test removes it), a job that ends at once (ended, in sacct).
+Every job is submitted once, by the module's set-up (the one brought in by its own test), and
+held where a test needs it by construction: ``sbatch --hold`` (pending until released), a
+script that waits while a file exists (running until the test removes it), a job that ends at
+once (ended, in sacct).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,8 @@ from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.backends.user_jobs import UserJob
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.model.views import Snapshot
-from ddp_tui.remote.store.runs import RunStore
+from ddp_tui.remote.runs.adoption import AdoptionRefused
+from ddp_tui.remote.store.runs import USAGE_FILE, RunStore
 from ddp_tui.spec import ExperimentSpec
 from tests.integration.story import tiny_spec
 
@@ -248,10 +252,13 @@ def test_one_squeue_and_one_sacct_for_every_row_the_runs_included(jobs: Jobs) ->
     cluster = _open(jobs.root, counting)
     held = None
     try:
-        # Once the run's job has ended and its end is recorded, a refresh asks squeue alone.
+        # Once the run's job has ended and its end and usage are recorded (usage.json: one
+        # sacct once, tested below), a refresh asks squeue alone.
         _until(
-            "the run's end",
-            lambda: all(v.state.is_terminal for v in cluster.refresh().runs),
+            "the run's end and usage",
+            lambda: all(
+                v.state.is_terminal and v.efficiency is not None for v in cluster.refresh().runs
+            ),
         )
         counting.calls.clear()
         cluster.refresh()
@@ -279,6 +286,174 @@ def test_one_squeue_and_one_sacct_for_every_row_the_runs_included(jobs: Jobs) ->
         cluster.close()
 
 
+def test_an_ended_runs_usage_is_recorded_once_in_one_sacct_for_every_ended_run(
+    jobs: Jobs, slurm_cluster: Any
+) -> None:
+    # Every run of the root ended, its end recorded (the module's cluster records them), and
+    # its record in accounting final; then no run has a usage record: a new process asks.
+    _until("the runs' ends", lambda: all(v.state.is_terminal for v in jobs.cluster.refresh().runs))
+    ended = {v.job_id for v in jobs.cluster.refresh().runs if v.job_id}
+    for job_id in ended:
+        _until(f"job {job_id}'s final accounting", partial(_accounted, slurm_cluster, job_id))
+    for record in jobs.root.glob(f"*/{USAGE_FILE}"):
+        record.unlink()
+    counting = CountingLocalExecutor()
+    cluster = _open(jobs.root, counting)
+    try:
+        snap = cluster.refresh()
+        asks = [argv for argv in counting.argvs if "--duplicates" in argv]
+        assert len(asks) == 1, asks  # one sacct for every ended run, not one per run
+        (asked,) = [a.removeprefix("--jobs=") for a in asks[0] if a.startswith("--jobs=")]
+        assert set(asked.split(",")) == ended and jobs.run_job in ended
+        view = next(v for v in snap.runs if v.run_id == jobs.run_id)
+        record = json.loads((jobs.root / jobs.run_id / USAGE_FILE).read_text())
+        assert record["job_id"] == jobs.run_job and record["source"] == "sacct"
+        # The figures are what `ddp-tui usage` reads of the same accounting.
+        report = cluster.usage(jobs.run_id)
+        assert record["cpu_efficiency"] == report.cpu_efficiency.value
+        assert record["mem_efficiency"] == report.mem_efficiency.value
+        assert view.efficiency is not None and view.efficiency.cpu == record["cpu_efficiency"]
+        counting.argvs.clear()
+        for _ in range(2):  # written once: never asked again
+            cluster.refresh()
+        assert not [argv for argv in counting.argvs if "--duplicates" in argv]
+        rows = json.loads(_cli(jobs, "ls", "--json").stdout)
+        row = next(r for r in rows if r["run_id"] == jobs.run_id)
+        assert (row["cpu_efficiency"], row["mem_efficiency"]) == (
+            record["cpu_efficiency"],
+            record["mem_efficiency"],
+        )
+    finally:
+        cluster.close()
+
+
+def _accounted(slurm_cluster: Any, job_id: str) -> bool:
+    """Accounting holds the job's final record: ended, and its steps in (one that never ran
+    has none)."""
+    res = slurm_cluster.run(["sacct", "-n", "-P", "-o", "JobID,State,ElapsedRaw", "-j", job_id])
+    rows = [ln.split("|") for ln in res.stdout.splitlines() if ln.strip()]
+    alloc = [r for r in rows if r[0] == job_id]
+    if not alloc or alloc[-1][1].split()[0] in ("PENDING", "RUNNING", "REQUEUED"):
+        return False
+    return alloc[-1][2] == "0" or any(r[0].startswith(job_id + ".") for r in rows)
+
+
 def _state(snapshot: Snapshot, run_id: str) -> JobState:
     (view,) = [v for v in snapshot.runs if v.run_id == run_id]
     return view.state
+
+
+ADOPT_ME = """#!/bin/bash
+echo "adopt-me out"
+echo "adopt-me err" >&2
+pwd
+"""
+
+
+def test_a_job_by_hand_brought_in_followed_and_retried(jobs: Jobs, slurm_cluster: Any) -> None:
+    """``b``/``ddp-tui adopt``: a held sbatch job (its name to be made valid, its directory named
+    with a space and a quote) becomes a run of its own runs root; the refresh follows its state,
+    its .out and .err are read through the run once released, and a retry runs the original
+    again from that directory, with the same resources, its logs in the run directory."""
+    work = jobs.work.parent / "by hand's dir"
+    work.mkdir()
+    (work / "adopt.sh").write_text(ADOPT_ME)
+    res = slurm_cluster.run([
+        "sbatch", "--parsable", "--hold", f"--chdir={work}", "-J", "adopt me!", "-t", "5",
+        "--gpus-per-node=1", "--cpus-per-task=2", "-o", "o-%j.out", "-e", "e-%j.err",
+        str(work / "adopt.sh"),
+    ])  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    job_id = res.stdout.strip()
+    root = jobs.work.parent / "adopted-runs"
+    cluster = _open(root, LocalExecutor())
+    again = None
+    try:
+        view = cluster.adopt_job(job_id)
+        run = Path(view.run_dir)
+        doc = json.loads((run / "spec.json").read_text())
+        spec = doc["spec"]
+        assert doc["kind"] == "adopted" and spec["name"] == "adopt_me" == view.name
+        assert (spec["nodes"], spec["gpus_per_node"], spec["device"], spec["cpus_per_task"]) == (
+            1, 1, "cuda", 2,
+        )  # fmt: skip
+        assert (spec["time_limit"], spec["partition"], spec["project_dir"]) == (
+            "00:05:00", "debug", str(work),
+        )  # fmt: skip
+        assert doc["adopted"]["job_id"] == job_id and doc["adopted"]["left_out"] == []
+        assert (run / "original.sbatch").read_text() == ADOPT_ME  # as slurmctld kept it
+        lines = [json.loads(line) for line in (run / "jobs.jsonl").read_text().splitlines()]
+        assert [(a["job_id"], a["scheduler"], a["attempt"]) for a in lines] == [
+            (job_id, "slurm", 1)
+        ]
+        assert os.readlink(run / f"slurm-{job_id}.out") == f"{work}/o-{job_id}.out"
+        assert os.readlink(run / f"slurm-{job_id}.err") == f"{work}/e-{job_id}.err"
+        script = (run / "job.sbatch").read_text()
+        for line in ("--gres=gpu:1", "--cpus-per-task=2", "--time=00:05:00", "--job-name=adopt_me"):
+            assert f"#SBATCH {line}\n" in script
+
+        # A run now: the refresh has its job's state, and the listing no other job of that id.
+        every = cluster.user_jobs()
+        assert job_id not in {j.job_id for j in every.foreign}
+        assert _state(every.snapshot, view.run_id) is JobState.PENDING
+        refused = subprocess.run(
+            [EXE, "--scheduler", "slurm", "--runs-root", str(root), "adopt", job_id],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert refused.returncode == 1
+        assert f"job {job_id} is an attempt of run {view.run_id} already" in refused.stderr
+        # A whole array is refused; one task of it (held) is brought in as the listing names it.
+        with pytest.raises(AdoptionRefused, match=f"job {jobs.array} is a job array"):
+            cluster.adopt_job(jobs.array)
+        task = cluster.adopt_job(f"{jobs.array}_1")
+        assert task.job_id == f"{jobs.array}_1" and task.name == "arr"
+        assert os.readlink(Path(task.run_dir, f"slurm-{jobs.array}_1.out")) == (
+            f"{jobs.work}/slurm-{jobs.array}_1.out"
+        )
+        # An interactive job (srun) has no script to run again.
+        inter = subprocess.Popen(
+            ["srun", "-J", "inter-adopt", "sleep", "60"],
+            env=slurm_cluster.client_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            _until("the srun job", lambda: bool(_named(slurm_cluster, "inter-adopt")))
+            srun_job = _named(slurm_cluster, "inter-adopt")
+            with pytest.raises(AdoptionRefused, match=f"job {srun_job} .* is interactive"):
+                cluster.adopt_job(srun_job)
+        finally:
+            inter.kill()
+            inter.wait()
+            slurm_cluster.run(["scancel", "--me", "-n", "inter-adopt"])
+        with pytest.raises(AdoptionRefused, match="Slurm does not know job 999999"):
+            cluster.adopt_job("999999")
+
+        assert slurm_cluster.run(["scontrol", "release", job_id]).returncode == 0
+        slurm_cluster.wait_sacct(job_id, ["COMPLETED"])
+        _until("its end", lambda: _state(cluster.refresh(), view.run_id) is JobState.COMPLETED)
+        detail = cluster.follow(view.run_id)  # the first attempt's logs, through the links
+        assert detail.out_lines == ["adopt-me out", str(work)]
+        assert detail.err_lines == ["adopt-me err"]
+
+        retried = cluster.retry(view.run_id)
+        again = retried.job_id
+        assert again is not None and again != job_id and len(retried.attempts) == 2
+        slurm_cluster.wait_job(again, ["COMPLETED"])
+        assert (run / f"slurm-{again}.out").read_text().splitlines() == [
+            "adopt-me out",
+            str(work),  # the original, run again from its own directory
+        ]
+        assert (run / f"slurm-{again}.err").read_text().splitlines() == ["adopt-me err"]
+        shown = slurm_cluster.run(["scontrol", "-o", "show", "job", again]).stdout
+        assert f"WorkDir={run} " in shown and "TresPerNode=gres:gpu:1" in shown
+        assert "CPUs/Task=2" in shown and "TimeLimit=00:05:00" in shown
+    finally:
+        slurm_cluster.run(["scancel", job_id, *([again] if again else [])])
+        cluster.close()
+
+
+def _named(slurm_cluster: Any, name: str) -> str:
+    """The id of the user's queued or running job named ``name`` ("" while there is none)."""
+    res = slurm_cluster.run(["squeue", "--me", "-h", "-n", name, "-t", "RUNNING", "-o", "%i"])
+    return str(res.stdout.strip())

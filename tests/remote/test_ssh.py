@@ -906,6 +906,34 @@ def test_sftp_file_operations(client: Client, tmp_path: Path) -> None:
 
 
 @pytest.mark.ssh
+def test_a_symlink_made_over_sftp_points_where_a_local_one_does(client: Client) -> None:
+    """An adopted run's log links: the link reads as its target, over SSH and locally, and
+    a link that exists already is refused, never replaced."""
+    env = client.env
+    ex = client.make("target")
+    base = f"~/links-{os.getpid()}"
+    local_base = env.home / f"links-{os.getpid()}"
+    ex.makedirs(f"{base}/run")
+    ex.write_atomic(f"{base}/job.out", b"line from the job\n")
+    target = str(local_base / "job.out")
+    ex.symlink(target, f"{base}/run/slurm-7.out")
+    link = local_base / "run" / "slurm-7.out"
+    assert link.is_symlink() and os.readlink(link) == target
+    assert ex.read_range(f"{base}/run/slurm-7.out") == b"line from the job\n"
+    read = ex.run_batch(Batch(reads=[FileRead(f"{base}/run/slurm-7.out")])).reads[0]
+    assert read.data == b"line from the job\n" and not read.error
+    with pytest.raises(OSError):
+        ex.symlink(str(local_base / "other"), f"{base}/run/slurm-7.out")
+    assert os.readlink(link) == target
+    local = LocalExecutor()
+    local.symlink(target, str(local_base / "local.out"))
+    assert local.read_range(str(local_base / "local.out")) == b"line from the job\n"
+    with pytest.raises(FileExistsError):
+        local.symlink(target, str(local_base / "local.out"))
+    ex.remove_tree(base)
+
+
+@pytest.mark.ssh
 def test_a_snapshot_upload_is_one_command_and_arrives_intact(
     client: Client, tmp_path: Path
 ) -> None:

@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 from ddp_tui.remote.backends.scheduler import SchedulerError
-from ddp_tui.remote.backends.slurm.commands import SEP
+from ddp_tui.remote.backends.slurm.commands import SACCT_CHUNK, SEP
 from ddp_tui.remote.backends.slurm.parsers import parse_tres
 from ddp_tui.remote.backends.slurm.usage_query import (
     parse_cpu_time,
     parse_usage,
+    parse_usages,
     usage_argv,
+    usage_argvs,
 )
 from ddp_tui.reports.accounting import MemoryRequest, memory_per_node_mib, size_mib
 from ddp_tui.reports.efficiency import usage_report
@@ -179,3 +181,30 @@ def test_sizes_times_and_tres() -> None:
         "gres/gpu": "2",
     }
     assert parse_tres("") == {}
+
+
+def test_one_query_for_many_jobs_read_job_by_job() -> None:
+    # usage_argv("1", "2"): a COMPLETED 2-node job and a RUNNING one (data/README.md).
+    text = read("usage_two_jobs.txt")
+    found = parse_usages(text, ["1", "2", "3"])
+    assert set(found) == {"1", "2"}  # 3: no record, left out
+    assert found["1"] == parse_usage(text, "1") and found["2"] == parse_usage(text, "2")
+    assert [s.step for s in found["1"].steps] == ["batch", "0"]
+    assert [s.step for s in found["2"].steps] == ["batch", "0", "1"]
+    assert (found["1"].state, found["2"].state) == ("COMPLETED", "RUNNING")
+    assert parse_usages(text, ["2"]).keys() == {"2"}
+
+
+def test_many_jobs_are_asked_in_chunks_each_once() -> None:
+    ids = [str(i) for i in range(1, SACCT_CHUNK + 6)] + ["1"]
+    argvs = usage_argvs(ids)
+    assert len(argvs) == 2
+    asked = [
+        a.removeprefix("--jobs=").split(",")
+        for argv in argvs
+        for a in argv
+        if a.startswith("--jobs=")
+    ]
+    assert [len(chunk) for chunk in asked] == [SACCT_CHUNK, 5]
+    assert [j for chunk in asked for j in chunk] == ids[:-1]
+    assert usage_argvs([]) == []

@@ -11,11 +11,14 @@ import pytest
 from ddp_tui.remote.backends.executor import FileRead, FileStat, ReadResult
 from ddp_tui.remote.backends.slurm.commands import SEP
 from ddp_tui.remote.backends.slurm.parsers import parse_show_job, tres_gpus
+from ddp_tui.remote.backends.slurm.usage_query import USAGE_FIELDS, parse_usages
 from ddp_tui.remote.backends.slurm.user_jobs import (
+    SACCT_STDIO,
     USER_SACCT_FIELDS,
     default_stdio,
     parse_user_sacct,
     parse_user_squeue,
+    sacct_fields,
     sacct_has_stdio,
     show_job_paths,
     user_sacct_argv,
@@ -25,9 +28,13 @@ from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.backends.stdio_paths import NO_TASK, PatternValues, expand_stdio_path
 from ddp_tui.remote.backends.user_jobs import DEFAULT_SINCE, Since, parse_since
 from ddp_tui.remote.store.tail import chunk_request, log_chunk
+from ddp_tui.reports.efficiency import usage_report
 
 DATA = Path(__file__).parent / "data"
 WD = "/tmp/uj_explore/w2"
+#: The format ``user_sacct.txt`` was asked in: the jobs alone (``--allocations``), before the
+#: listing asked for their steps and what they used (data/README.md).
+ALLOCATIONS = USER_SACCT_FIELDS
 
 
 def data(name: str) -> str:
@@ -50,9 +57,13 @@ def test_squeue_asks_for_every_queued_job_one_line_per_task_name_last() -> None:
 
 def test_sacct_asks_for_the_window_and_stdio_only_where_slurm_has_it() -> None:
     argv = user_sacct_argv(DEFAULT_SINCE)
-    assert "--allocations" in argv and f"--delimiter={SEP}" in argv
+    # Every step, and what each job used: an ended job's efficiency comes with the listing.
+    assert "--allocations" not in argv and f"--delimiter={SEP}" in argv
     assert "--starttime=now-604800seconds" in argv
-    assert f"--format={','.join(USER_SACCT_FIELDS)}" in argv
+    fields = next(a for a in argv if a.startswith("--format=")).split("=", 1)[1].split(",")
+    assert fields == list(sacct_fields(stdio=False)) and fields[-1] == "JobName"
+    assert set(USER_SACCT_FIELDS) | set(USAGE_FIELDS) == set(fields)
+    assert len(fields) == len(set(fields))  # each once
     with_stdio = user_sacct_argv(parse_since("2026-11-20"), stdio=True)
     assert "--starttime=2026-11-20" in with_stdio
     fmt = next(a for a in with_stdio if a.startswith("--format="))
@@ -103,7 +114,7 @@ def test_squeue_nothing_queued() -> None:
 
 
 def test_sacct_rows_of_the_real_window() -> None:
-    jobs = {j.job_id: j for j in parse_user_sacct(data("user_sacct.txt"))}
+    jobs = {j.job_id: j for j in parse_user_sacct(data("user_sacct.txt"), ALLOCATIONS)}
     assert set(jobs) == {"1", "2", "4", "5", "3_0", "3_1"}
     assert jobs["1"].state is JobState.COMPLETED and jobs["1"].exit_code == 0
     assert jobs["2"].state is JobState.FAILED and jobs["2"].exit_code == 3
@@ -125,7 +136,7 @@ def test_sacct_a_record_of_tasks_that_never_started_gives_a_row_per_task() -> No
     group = line.replace("3_1" + SEP + "3", "3_[1-4%2]" + SEP + "3", 1).replace(
         "COMPLETED", "PENDING", 1
     )
-    jobs = {j.job_id: j for j in parse_user_sacct(f"{line}\n{group}\n")}
+    jobs = {j.job_id: j for j in parse_user_sacct(f"{line}\n{group}\n", ALLOCATIONS)}
     assert list(jobs) == ["3_1", "3_2", "3_3", "3_4"]
     assert jobs["3_1"].state is JobState.COMPLETED
     assert jobs["3_3"].state is JobState.PENDING and jobs["3_3"].array_task_id == 3
@@ -137,9 +148,58 @@ def test_sacct_with_the_paths_of_slurm_24_05() -> None:
     line = next(ln for ln in data("user_sacct.txt").splitlines() if ln.startswith("3_0" + SEP))
     head, _, name = line.rpartition(SEP)
     text = f"{head}{SEP}out-%A_%a-%j.log{SEP}{SEP}{name}\n"
-    job = parse_user_sacct(text, stdio=True)[0]
+    job = parse_user_sacct(text, (*ALLOCATIONS[:-1], *SACCT_STDIO, ALLOCATIONS[-1]))[0]
     assert job.stdout == f"{WD}/out-3_0-9.log"  # %j: the task's own number, JobIDRaw
     assert job.stderr is None  # none recorded: not known
+
+
+# --------------------------------------------------------------------------- efficiency
+
+#: sacct's own figures of job 1 in user_sacct_steps.txt (data/README.md).
+TOTAL_CPU, ELAPSED, ALLOC_CPUS = 2.416, 9, 2
+MAX_RSS_MIB = 218552 / 1024  # step 1.0, on n1; the smallest task 218536K on n2
+MEM_PER_NODE = 500  # --mem=500M; ReqTRES mem=1000M for the job's 2 nodes
+
+
+def test_an_ended_jobs_efficiency_comes_with_the_listing_from_its_steps() -> None:
+    rows = parse_user_sacct(data("user_sacct_steps.txt"))
+    jobs = {j.job_id: j for j in rows}
+    assert list(jobs) == ["1", "2"]  # the steps are no rows of their own
+    done, live = jobs["1"], jobs["2"]
+    assert (done.state, done.nodes, done.node_list, done.name) == (
+        JobState.COMPLETED, 2, "n[1-2]", "eff-2node",
+    )  # fmt: skip
+    # sacct's TotalCPU / (Elapsed x AllocCPUS), up to the millisecond it rounds each step to.
+    assert done.cpu_efficiency == pytest.approx(TOTAL_CPU / (ELAPSED * ALLOC_CPUS), abs=0.002 / 18)
+    assert done.mem_efficiency == pytest.approx(MAX_RSS_MIB / MEM_PER_NODE)
+    # Running: its steps' CPU time counts when they end, so nothing is measured yet.
+    assert live.state is JobState.RUNNING
+    assert live.cpu_efficiency is None and live.mem_efficiency is None
+    doc = done.to_dict()
+    assert doc["cpu_efficiency"] == done.cpu_efficiency and live.to_dict()["mem_efficiency"] is None
+
+
+def test_the_listings_efficiency_is_the_usage_reports() -> None:
+    # One reader of an allocation and its steps: the listing's figures are `ddp-tui usage`'s.
+    listed = {j.job_id: j for j in parse_user_sacct(data("user_sacct_steps.txt"))}["1"]
+    acct = parse_usages(data("usage_two_jobs.txt"), ["1", "2"])["1"]
+    report = usage_report(acct, ended=True)
+    assert listed.cpu_efficiency == report.cpu_efficiency.value
+    assert listed.mem_efficiency == report.mem_efficiency.value
+
+
+def test_an_ended_job_whose_steps_accounting_has_not_yet_is_not_measured_not_zero() -> None:
+    # The real allocation line of job 1 alone: accounting lags the controller with the steps.
+    line = data("user_sacct_steps.txt").splitlines()[0]
+    assert line.startswith("1" + SEP)
+    (job,) = parse_user_sacct(line + "\n")
+    assert job.mem_efficiency is None  # no step sampled: not measured
+    assert job.cpu_efficiency == pytest.approx(TOTAL_CPU / (ELAPSED * ALLOC_CPUS))  # its own
+
+
+def test_an_answer_without_the_usage_fields_gives_no_efficiency() -> None:
+    jobs = {j.job_id: j for j in parse_user_sacct(data("user_sacct.txt"), ALLOCATIONS)}
+    assert jobs["1"].state is JobState.COMPLETED and jobs["1"].cpu_efficiency is None
 
 
 # --------------------------------------------------------------------------- paths
@@ -155,7 +215,7 @@ def test_scontrol_paths_with_what_it_leaves_worked_out() -> None:
 
 
 def test_default_name_of_a_job_whose_paths_accounting_lost() -> None:
-    jobs = {j.job_id: j for j in parse_user_sacct(data("user_sacct.txt"))}
+    jobs = {j.job_id: j for j in parse_user_sacct(data("user_sacct.txt"), ALLOCATIONS)}
     assert default_stdio(jobs["1"]) == f"{WD}/slurm-1.out"
     assert default_stdio(jobs["3_0"]) == f"{WD}/slurm-3_0.out"  # as the files really are
 

@@ -52,10 +52,31 @@ def test_the_differing_fields_come_first_then_the_outcomes() -> None:
         "wall_sec",
         "gpu_hours",
         "throughput",
+        "cpu_used",
+        "mem_used",
         "state",
     ]
     headers = dict(outcome_columns(grid()))
     assert headers["final_val"] == "Final acc" and headers["gpu_hours"] == "GPU-h"
+    # What each job used of what it held: named apart from the scaling table's efficiency.
+    assert (headers["cpu_used"], headers["mem_used"]) == ("CPU used", "Mem used")
+
+
+def test_what_each_run_used_shows_in_percent_and_not_measured_as_a_dash() -> None:
+    keys = [key for key, _ in outcome_columns(grid())]
+    cells = {
+        run_id: dict(zip(keys, row, strict=True))
+        for run_id, row in zip([r for r, _ in outcome_rows(grid())], _texts(grid()), strict=True)
+    }
+    first, second = OUTCOME_GRID[0][0], OUTCOME_GRID[1][0]
+    assert (cells[first]["cpu_used"], cells[first]["mem_used"]) == ("50%", "20%")
+    assert (cells[second]["cpu_used"], cells[second]["mem_used"]) == ("55%", "—")
+    # Sorted by it, the most used first; the run not measured last either way.
+    for descending in (True, False):
+        order = [
+            r for r, _ in outcome_rows(sort_outcomes(grid(), "mem_used", descending=descending))
+        ]
+        assert order[-1] == second
 
 
 def test_the_best_run_is_marked_and_bold() -> None:

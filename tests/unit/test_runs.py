@@ -268,11 +268,12 @@ def test_list_runs_is_one_batch_of_reads_when_nothing_was_rewritten(
     for i in range(5):
         store.append_job(store.create_run(SPEC, f"r{i}", "#!/bin/bash\n"), {"job_id": str(i)})
     assert len(store.list_runs()) == 5
-    # The listing (with the reads of known runs: none yet), then spec.json + jobs.jsonl of
-    # each new run and a stat of its directory (a file in its place is damage), in one batch.
-    assert calls == [0, 15]
+    # The listing (with the reads of known runs: none yet), then spec.json + jobs.jsonl +
+    # usage.json of each new run and a stat of its directory (a file in its place is damage),
+    # in one batch.
+    assert calls == [0, 20]
     store.list_runs()
-    assert calls == [0, 15, 5]  # then one batch: the listing and only the jobs files
+    assert calls == [0, 20, 5]  # then one batch: the listing and only the jobs files
 
 
 # --------------------------------------------------------------------------- snapshots

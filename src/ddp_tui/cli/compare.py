@@ -26,7 +26,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         "--sort",
         metavar="COLUMN",
         help="order the outcome table by a column: a differing field, final_val, best_val, "
-        "epochs_done, wall_sec, gpu_hours (cpu_hours), throughput, state or run_id; the "
+        "epochs_done, wall_sec, gpu_hours (cpu_hours), throughput, cpu_used, mem_used (what "
+        "each ended job used of the CPUs and memory it held), state or run_id; the "
         "metric's best first, others ascending (docs/compare.md)",
     )
     cp.add_argument(

@@ -134,6 +134,8 @@ _SUMMARY_FORMATS = {
     "wall_sec": "{:.0f}",
     "gpu_hours": "{:.3g}",
     "throughput": "{:.1f}",
+    "cpu_used": "{:.0%}",
+    "mem_used": "{:.0%}",
 }
 
 

@@ -22,7 +22,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: s
         description=(
             "List runs, newest first. Like every command it keeps each run's jobs.jsonl true "
             "as it reads: the end of a job it sees end is recorded (kept after the "
-            "scheduler's accounting is purged), and a job queued by a submit that was "
+            "scheduler's accounting is purged), what an ended job used is recorded once "
+            "(usage.json: the EFF column, one sacct for every run that ended), and a job "
+            "queued by a submit that was "
             "interrupted is adopted. It never cancels a job (only the app and watch act on "
             "a stall, and only with the profile's cancel_stalled)."
         ),
@@ -96,6 +98,9 @@ def run(cluster: Cluster, args: argparse.Namespace) -> int:
                 "throughput": v.throughput,
                 "gpu_hours": hours[v.run_id][0] if hours[v.run_id][1] == "GPU" else None,
                 "cpu_hours": hours[v.run_id][0] if hours[v.run_id][1] == "CPU" else None,
+                # What the latest ended attempt used (its usage.json); null: not measured.
+                "cpu_efficiency": v.efficiency.cpu if v.efficiency else None,
+                "mem_efficiency": v.efficiency.mem if v.efficiency else None,
                 "group": v.group,
                 "kind": v.kind,
                 "note": v.note or None,
@@ -110,13 +115,15 @@ def run(cluster: Cluster, args: argparse.Namespace) -> int:
             rows += [{"ours": False, **job.to_dict()} for job in every.foreign]
         print(strict_json(rows))
         return 0
-    print("RUN\tJOB\tSTATE\tSIZE\tEPOCH\tLOSS\tVAL\tSAMPLES/S\tGPU-H\tREASON")
+    # Tab-separated, the reason (free text) last: EFF goes before it, so the columns before
+    # keep their places for whoever reads them by position.
+    print("RUN\tJOB\tSTATE\tSIZE\tEPOCH\tLOSS\tVAL\tSAMPLES/S\tGPU-H\tEFF\tREASON")
     for v in snap.runs:
         val = v.preflight.bandwidth_label if v.preflight else _fmt(v.last_val_metric)
         print(
             f"{v.run_id}\t{v.job_id or '-'}\t{v.state_label}\t{v.spec.nodes}x{v.spec.gpus_per_node}"
             f"\t{v.epoch_label}\t{_fmt(v.last_train_loss)}\t{val}\t{_fmt(v.throughput, '.1f')}"
-            f"\t{hours_text(*hours[v.run_id])}\t{v.reason_label or '-'}"
+            f"\t{hours_text(*hours[v.run_id])}\t{v.efficiency_label}\t{v.reason_label or '-'}"
         )
     for v in snap.runs:
         if v.note:  # the "*" of the STATE column, spelled out
@@ -130,6 +137,7 @@ def run(cluster: Cluster, args: argparse.Namespace) -> int:
 
 def _print_foreign(every: AllJobs) -> None:
     """The jobs that are not ddp-tui's, under a title that says so."""
+    from ddp_tui.reports.efficiency import efficiency_text
     from ddp_tui.tui.formatting import duration
 
     if every.error:
@@ -137,12 +145,13 @@ def _print_foreign(every: AllJobs) -> None:
     print(
         f"\nNOT DDP-TUI'S: {len(every.foreign)} other jobs (queued, and ended since {every.since})"
     )
-    print("JOB\tTASK\tNAME\tSTATE\tPARTITION\tNODES\tGPUS\tELAPSED\tLIMIT\tREASON")
+    print("JOB\tTASK\tNAME\tSTATE\tPARTITION\tNODES\tGPUS\tELAPSED\tLIMIT\tEFF\tREASON")
     for j in every.foreign:
         task = "-" if j.array_task_id is None else str(j.array_task_id)
         gpus = "?" if j.gpus is None else str(j.gpus)
         limit = "-" if j.time_limit_sec is None else duration(j.time_limit_sec)
+        eff = efficiency_text(j.cpu_efficiency, j.mem_efficiency)
         print(
             f"{j.job_id}\t{task}\t{j.name}\t{j.state.value}\t{j.partition or '-'}\t{j.nodes}"
-            f"\t{gpus}\t{duration(j.elapsed_sec)}\t{limit}\t{j.reason or '-'}"
+            f"\t{gpus}\t{duration(j.elapsed_sec)}\t{limit}\t{eff}\t{j.reason or '-'}"
         )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from ddp_tui import __version__
 from ddp_tui.cli import (
+    adopt,
     advise,
     cancel,
     compare,
@@ -65,6 +66,7 @@ SUBCOMMANDS: Final[Mapping[str, Subcommand]] = {
     "resources": resources,
     "usage": usage,
     "logs": logs,
+    "adopt": adopt,
     "compare": compare,
     "advise": advise,
     "diff": diff,

@@ -117,8 +117,23 @@ class UsageAPI(Protocol):
     def usage(self, run_or_job: str) -> UsageReport: ...
 
 
+class AdoptionAPI(Protocol):
+    """A job ddp-tui did not submit, brought in as a run
+    (:class:`~ddp_tui.remote.runs.adoption.AdoptionService`)."""
+
+    def adopt_job(self, job_id: str) -> RunView: ...
+
+
 class ClusterAPI(
-    SubmitAPI, RunsAPI, LiveAPI, GroupsAPI, UserJobsAPI, UsageAPI, WaitingAPI, Protocol
+    SubmitAPI,
+    RunsAPI,
+    LiveAPI,
+    GroupsAPI,
+    UserJobsAPI,
+    UsageAPI,
+    WaitingAPI,
+    AdoptionAPI,
+    Protocol,
 ):
     """Submit, follow, compare, cancel, retry and verify runs on one cluster: every service's
     calls, on the one object the app holds."""

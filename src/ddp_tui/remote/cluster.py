@@ -13,7 +13,9 @@ and the feature services made of them.
 - :attr:`Cluster.usage_service` (:mod:`ddp_tui.remote.runs.job_usage`): what a run or any
   job used, and what to ask for next time;
 - :attr:`Cluster.waiting_service` (:mod:`ddp_tui.remote.runs.waiting`): why a run's job or any
-  job of the user waits, asked on demand.
+  job of the user waits, asked on demand;
+- :attr:`Cluster.adoption_service` (:mod:`ddp_tui.remote.runs.adoption`): a job ddp-tui did
+  not submit, brought in as a run.
 
 The methods below only delegate, one line each, so that the app and the CLI keep one object
 to hold (:class:`~ddp_tui.remote.api.ClusterAPI`). A new capability is a module of its own and
@@ -37,12 +39,14 @@ from ddp_tui.remote.observe.followers import TelemetryCache
 from ddp_tui.remote.observe.following import Following
 from ddp_tui.remote.observe.observed import ObservedRuns
 from ddp_tui.remote.observe.run_table import DIAGNOSES_PER_REFRESH, RunTable
+from ddp_tui.remote.runs.adoption import AdoptionService
 from ddp_tui.remote.runs.job_usage import UsageService
 from ddp_tui.remote.runs.reactions import BY_COMMAND, Reactions, Stage
 from ddp_tui.remote.runs.reactions.ends import RecordEnds
 from ddp_tui.remote.runs.reactions.intents import ReconcileIntents
 from ddp_tui.remote.runs.reactions.notify import Notifier, NotifyEvents
 from ddp_tui.remote.runs.reactions.stalls import CancelStalled
+from ddp_tui.remote.runs.reactions.usage import RecordUsage
 from ddp_tui.remote.runs.service import RunsService
 from ddp_tui.remote.runs.user_jobs import UserJobsService
 from ddp_tui.remote.runs.waiting import WaitingService
@@ -93,6 +97,7 @@ class Cluster:
             reactions,
             reconcile_intents=ReconcileIntents(IntentReconciler(scheduler, store)),
             record_ends=RecordEnds(states, table),
+            record_usage=RecordUsage(scheduler, store, states, table),
             cancel_stalled=CancelStalled(executor, scheduler, enabled=profile.cancel_stalled),
             notify=NotifyEvents(self.notifier, states, store),
         )
@@ -141,6 +146,10 @@ class Cluster:
         )
         #: Why a run's job or any job of the user waits, on demand (:mod:`.runs.waiting`).
         self.waiting_service = WaitingService(scheduler, self.runs.info)
+        #: A job ddp-tui did not submit, brought in as a run (:mod:`.runs.adoption`).
+        self.adoption_service = AdoptionService(
+            executor, scheduler, store, views_of=self.runs.views_of
+        )
         self._bind()
 
     def _bind(self) -> None:
@@ -186,6 +195,7 @@ class Cluster:
         self.job_script = user_jobs.job_script
         self.job_state = user_jobs.job_state
         self.job_log = user_jobs.job_log
+        self.adopt_job = self.adoption_service.adopt_job
         # what a run or any job used
         self.usage = self.usage_service.usage
         # why a pending job waits

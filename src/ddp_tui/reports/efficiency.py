@@ -327,23 +327,36 @@ def _idle_gpus(tel: ResourceSummary | None) -> tuple[int, ...] | None:
     return tuple(sum(u <= IDLE_GPU_PCT for u in utils) for utils in by_node.values())
 
 
-def usage_report(
+@dataclass(frozen=True)
+class EfficiencyFigures:
+    """What a job used of the CPUs and memory it held: the figures a table's efficiency
+    column shows, and the report's first ones (:func:`efficiency_figures`)."""
+
+    cpu: Figure  # a fraction of the cores held, busy on average
+    peak: Figure  # the largest node's peak memory, MiB
+    mem: Figure  # that peak over the memory per node
+    per_node: tuple[NodeMemory, ...]
+    mem_per_node_mib: float | None
+
+
+def efficiency_figures(
     acct: JobAccounting,
     *,
     ended: bool,
     telemetry: ResourceSummary | None = None,
-    asked: Asked | None = None,
-    run_id: str | None = None,
-) -> UsageReport:
-    """The usage report of one attempt. ``ended``: the job has ended (its state is final);
-    while it runs the figures are what is known so far and there is no suggestion."""
-    a = asked_from(acct, asked)
+    cores: int | None = None,
+    mem_asked: str | None = None,
+) -> EfficiencyFigures:
+    """CPU and memory efficiency of one attempt, each with its source (sources as the
+    module says; ``cores`` and ``mem_asked``, what a run's spec held, stand in where
+    accounting does not say). The part of :func:`usage_report` that a listing of many jobs
+    needs, without the rest of the report."""
     tel = telemetry if telemetry is not None and not telemetry.empty else None
-    cpu = _cpu(acct, ended, a.cores, tel)
+    cpu = _cpu(acct, ended, cores, tel)
     peak, per_node = _memory(acct, ended, tel)
     mem_per_node = memory_per_node_mib(acct)
-    if mem_per_node is None and a.mem:
-        mem_per_node = size_mib(a.mem) or None  # "0": all of the node's, size unknown
+    if mem_per_node is None and mem_asked:
+        mem_per_node = size_mib(mem_asked) or None  # "0": all of the node's, size unknown
     if peak.value is not None and mem_per_node:
         mem_eff = Figure(
             peak.value / mem_per_node,
@@ -356,6 +369,24 @@ def usage_report(
             "",
             "the peak per node was not measured" if mem_per_node else "no memory per node recorded",
         )
+    return EfficiencyFigures(cpu, peak, mem_eff, per_node, mem_per_node)
+
+
+def usage_report(
+    acct: JobAccounting,
+    *,
+    ended: bool,
+    telemetry: ResourceSummary | None = None,
+    asked: Asked | None = None,
+    run_id: str | None = None,
+) -> UsageReport:
+    """The usage report of one attempt. ``ended``: the job has ended (its state is final);
+    while it runs the figures are what is known so far and there is no suggestion."""
+    a = asked_from(acct, asked)
+    tel = telemetry if telemetry is not None and not telemetry.empty else None
+    eff = efficiency_figures(acct, ended=ended, telemetry=tel, cores=a.cores, mem_asked=a.mem)
+    cpu, peak, per_node, mem_per_node = eff.cpu, eff.peak, eff.per_node, eff.mem_per_node_mib
+    mem_eff = eff.mem
     gpus = a.gpus
     util, gpu_mem = _gpu(acct, gpus, tel)
     elapsed, limit = acct.elapsed_sec, acct.time_limit_sec
@@ -463,6 +494,23 @@ def value_text(name: str, value: float | None) -> str:
     if name in ("max_rss_mib_per_node", "gpu_mem_peak_mib"):
         return f"{value:.0f} MiB"
     return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
+
+
+#: A table cell's text where a figure was not measured (never 0).
+NO_FIGURE: Final = "—"
+
+
+def share_text(value: float | None) -> str:
+    """A fraction as a table cell's percentage, ``45%``; :data:`NO_FIGURE` for None."""
+    return NO_FIGURE if value is None else f"{value * 100:.0f}%"
+
+
+def efficiency_text(cpu: float | None, mem: float | None) -> str:
+    """The one efficiency cell of Jobs and ``ls``: ``cpu 45% mem 30%``, each part
+    :data:`NO_FIGURE` where not measured; the whole cell that where neither was."""
+    if cpu is None and mem is None:
+        return NO_FIGURE
+    return f"cpu {share_text(cpu)} mem {share_text(mem)}"
 
 
 def report_rows(report: UsageReport) -> list[tuple[str, str, str]]:

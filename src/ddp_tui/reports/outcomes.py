@@ -5,7 +5,8 @@ A group is any set of runs submitted together (a size sweep, a sweep over any fi
 runs given one group by hand). Its outcome table has one row per run: first the spec
 fields whose values differ between the runs (:func:`differing_fields`), then the outcomes
 (:data:`OUTCOME_COLUMNS`): the final and the best value of the group's validation metric,
-the epochs done, the wall time, the GPU-hours (:mod:`ddp_tui.reports.usage`) and the throughput.
+the epochs done, the wall time, the GPU-hours (:mod:`ddp_tui.reports.usage`), the throughput,
+and what each run's ended job used of the CPUs and memory it held (its recorded usage).
 The best run by the metric is marked; :func:`sort_outcomes` orders by any column.
 :func:`run_diff` sets two runs side by side.
 
@@ -38,6 +39,8 @@ OUTCOME_COLUMNS: Final = (
     "wall_sec",
     "gpu_hours",
     "throughput",
+    "cpu_used",
+    "mem_used",
 )
 #: The validation metrics a group is judged by, in order of preference: the first that any
 #: run of the group reported is the group's metric.
@@ -128,6 +131,11 @@ class Member:
     #: elapsed time: docs/compare.md).
     elapsed_sec: float = 0.0
     state: str | None = None
+    #: What the latest attempt used of what it held, once it ended (fractions: its CPUs busy
+    #: on average, its largest node's peak memory of the memory per node); None: not
+    #: measured. Not the scaling table's efficiency (speedup per GPU).
+    cpu_used: float | None = None
+    mem_used: float | None = None
 
 
 @dataclass(frozen=True)
@@ -266,6 +274,8 @@ def outcome_table(group: str, members: Sequence[Member], *, metric: str | None =
                 "wall_sec": max(0.0, m.elapsed_sec),
                 "gpu_hours": hours,
                 "throughput": summary.throughput,
+                "cpu_used": m.cpu_used,
+                "mem_used": m.mem_used,
                 "best": False,
                 "state": m.state,
             }
@@ -276,7 +286,16 @@ def outcome_table(group: str, members: Sequence[Member], *, metric: str | None =
         )
     columns = ["run_id", *fields, *OUTCOME_COLUMNS, "best", "state"]
     frame = pd.DataFrame(records, columns=columns).set_index("run_id")
-    for col in ("final_val", "best_val", "wall_sec", "gpu_hours", "throughput"):
+    numbers = (
+        "final_val",
+        "best_val",
+        "wall_sec",
+        "gpu_hours",
+        "throughput",
+        "cpu_used",
+        "mem_used",
+    )
+    for col in numbers:
         frame[col] = frame[col].astype("float64")
     frame["epochs_done"] = frame["epochs_done"].astype("Int64")
     frame["best"] = frame["best"].astype(bool)
@@ -346,6 +365,8 @@ _FORMATS: Final = {
     "gpu_hours": "{:.3g}",
     "cpu_hours": "{:.3g}",  # the same column, headed for a CPU group (hours_column)
     "throughput": "{:.1f}",
+    "cpu_used": "{:.0%}",
+    "mem_used": "{:.0%}",
 }
 
 

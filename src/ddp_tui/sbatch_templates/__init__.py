@@ -30,6 +30,9 @@ from ddp_tui.spec import (
 
 __all__ = [
     "PREFLIGHT_MAX_MINUTES",
+    "check_run_dir",
+    "directive",
+    "render_adopted",
     "render_array",
     "render_preflight",
     "render_training",
@@ -86,14 +89,26 @@ def _check(spec: ExperimentSpec, run_dir: str, *, checked: bool) -> None:
     # A submit plan has validated the spec already (once, with the cluster-aware checks);
     # the run directory is still checked here, where it meets the #SBATCH lines.
     errors = [] if checked else list(validate(spec))
-    if not isinstance(run_dir, str) or not _RUN_DIR_RE.fullmatch(run_dir) or "//" in run_dir:
-        errors.append(
-            FieldError(
-                "run_dir",
-                "must be an absolute path of letters, digits and _.,+@=/- "
-                f"(it goes on #SBATCH lines), got {run_dir!r}",
-            )
+    errors += _run_dir_errors(run_dir)
+    if errors:
+        raise SpecError(errors)
+
+
+def _run_dir_errors(run_dir: str) -> list[FieldError]:
+    if isinstance(run_dir, str) and _RUN_DIR_RE.fullmatch(run_dir) and "//" not in run_dir:
+        return []
+    return [
+        FieldError(
+            "run_dir",
+            "must be an absolute path of letters, digits and _.,+@=/- "
+            f"(it goes on #SBATCH lines), got {run_dir!r}",
         )
+    ]
+
+
+def check_run_dir(run_dir: str) -> None:
+    """Raise :class:`SpecError` where ``run_dir`` cannot go on ``#SBATCH`` lines."""
+    errors = _run_dir_errors(run_dir)
     if errors:
         raise SpecError(errors)
 
@@ -387,3 +402,46 @@ def render_array(
         "limit": max_concurrent or 0,
     }
     return _ENV.get_template("array.sbatch.j2").render(ctx)
+
+
+#: A value an ``#SBATCH`` line can carry as it is: sbatch splits those lines at spaces, reads
+#: quotes and ``#`` and expands ``%`` in file names, so none of those.
+_DIRECTIVE_VALUE: Final = re.compile(r"[A-Za-z0-9_.,:+=@/&|!()\[\]*-]*")
+
+
+def directive(option: str, value: str) -> str | None:
+    """``--option=value`` (``--option`` for a flag's ""), or None where the value cannot
+    go on an ``#SBATCH`` line as it is (a space, a quote, ``#``, ``%``)."""
+    if not re.fullmatch(r"[a-z][a-z-]*", option) or not _DIRECTIVE_VALUE.fullmatch(value):
+        return None
+    return f"--{option}={value}" if value else f"--{option}"
+
+
+def render_adopted(
+    run_dir: str,
+    *,
+    job_id: str,
+    directives: Sequence[str],
+    work_dir: str,
+    command: Sequence[str],
+) -> str:
+    """The ``job.sbatch`` of a run made of job ``job_id``, which ddp-tui did not submit: a
+    retry submits it. It asks for what the job was given (``directives``, each from
+    :func:`directive`), logs to ``slurm-%j.out``/``.err`` in ``run_dir`` like every run, and
+    runs ``command`` (the job's own script under its interpreter) from ``work_dir``, where
+    the job ran."""
+    check_run_dir(run_dir)
+    own = [
+        f"--chdir={run_dir}",
+        f"--error={run_dir}/slurm-%j.err",
+        # A requeued job keeps its id; append so the first attempt's log survives.
+        "--open-mode=append",
+        f"--output={run_dir}/slurm-%j.out",
+    ]
+    ctx = {
+        "directives": [*own, *directives],
+        "job_id": job_id,
+        "work_dir": work_dir,
+        "command": " ".join(shquote(word) for word in command),
+    }
+    return _ENV.get_template("adopted.sbatch.j2").render(ctx)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 from ddp_tui.diagnosis.pending import pending_reason
 from ddp_tui.remote.backends.job_ids import job_id_sort_key
 from ddp_tui.remote.backends.states import JobState
+from ddp_tui.reports.efficiency import efficiency_text
 from ddp_tui.reports.usage import device_hours
 from ddp_tui.tui.formatting import duration
 from ddp_tui.tui.job_groups import (
@@ -104,6 +105,7 @@ def job_values(job: UserJob, *, member: bool = False) -> tuple[str, ...]:
         "-",
         "-",
         f"{hours:.3g}" if hours else "-",
+        efficiency_text(job.cpu_efficiency, job.mem_efficiency),
         job_reason(job),
     )
 
@@ -123,6 +125,7 @@ def array_values(array: JobArray, *, expanded: bool) -> tuple[str, ...]:
         "-",
         "-",
         f"{hours:.3g}" if hours else "-",
+        "-",
         counts_label(array.counts),
     )
 
@@ -203,5 +206,6 @@ JOB_VALUES: Final[dict[str, Callable[[UserJob], float | str | tuple[object, ...]
     "val": lambda j: None,
     "thru": lambda j: None,
     "hours": job_gpu_hours,
+    "eff": lambda j: j.cpu_efficiency,
     "reason": lambda j: job_reason(j).lower() or None,
 }

@@ -49,6 +49,8 @@ RUN_VALUES: Final[dict[str, Callable[[RunView], SortValue | None]]] = {
     "val": lambda r: r.last_val_metric,
     "thru": lambda r: r.throughput,
     "hours": _hours,
+    # By CPU efficiency (the cell's first figure); rows with none go last.
+    "eff": lambda r: r.efficiency.cpu if r.efficiency is not None else None,
     "reason": lambda r: r.reason_label.lower() or None,
 }
 

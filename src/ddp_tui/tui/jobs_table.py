@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 # The last column, the reason, is at least its width and takes whatever the window has
 # left: a wide window shows "waiting for free nodes" whole, a narrow one its start (the
 # status line below the table says the selected run's reason in full). Cells are one
-# space apart, so that every column fits a 120-column terminal.
+# space apart, so that every column but the wide-only ones fits a 120-column terminal.
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("name", "Name", 18),
     ("job", "Job", 8),
@@ -52,8 +52,13 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("val", "Val", 11),
     ("thru", "Samples/s", 9),
     ("hours", "GPU-h", 10),  # a CPU run's CPU-hours say so: "0.12 CPU" (usage.hours_text)
+    ("eff", "Efficiency", 17),  # "cpu 45% mem 30%" of an ended job (efficiency_text)
     ("reason", "Reason", 9),
 )
+#: Columns shown by default only where the window has room for every column: a 120-column
+#: terminal keeps the reason (the stall and fix marks are on it). The column picker (``t``)
+#: shows or hides them whatever the width.
+WIDE_ONLY: Final = frozenset({"eff"})
 _NAME = 0
 _STATE = 2  # the state column's index: it is drawn in the state's colour
 _REASON = len(COLUMNS) - 1
@@ -87,6 +92,7 @@ def row_values(run: RunView, *, member: bool = False) -> Row:
         val,
         rate(run.throughput),
         hours_cell(*resource_hours(run.spec, run.used_sec)),
+        run.efficiency_label,
         run.reason_label,
     )
 
@@ -132,6 +138,7 @@ def group_values(group: RunGroup, *, expanded: bool) -> Row:
         "-",
         "-",
         group_hours(group),
+        "-",
         counts_label(group.counts),  # the state cell has the member count
     )
 
@@ -280,21 +287,43 @@ class JobsTable(ScrollView, can_focus=True):
         self._jobs: dict[str, UserJob] = {}  # the user's other jobs' row keys -> the job
         self._arrays: dict[str, JobArray] = {}  # their folded arrays' row keys -> the array
         self._parents: dict[str, str] = {}  # member rows' run ids -> their group's key
-        #: The columns shown (indices into COLUMNS, in order): the column picker's choice.
-        self.shown: tuple[int, ...] = tuple(range(len(COLUMNS)))
-        self._width = sum(width + _GAP for _, _, width in COLUMNS)
+        #: The columns shown (indices into COLUMNS, in order): the column picker's choice,
+        #: else every column the window has room for (:meth:`fit_columns`).
+        self.shown: tuple[int, ...] = ()
+        self._width = 0
+        self._picked = False
+        self.fit_columns(0)
 
     def show_columns(self, keys: Sequence[str]) -> None:
-        """Show only the columns named (the name column always); the rows keep every
-        value, so a column shown again needs no refresh."""
+        """Show only the columns named (the name column always), whatever the width; the
+        rows keep every value, so a column shown again needs no refresh."""
+        self._picked = True
+        self._show(keys)
+
+    def fit_columns(self, width: int) -> None:
+        """Unless columns were picked: every column, the :data:`WIDE_ONLY` ones only where
+        ``width`` has room for all."""
+        if self._picked:
+            return
+        room = width >= sum(w + _GAP for _, _, w in COLUMNS)
+        self._show([key for key, _, _ in COLUMNS if room or key not in WIDE_ONLY])
+
+    def _show(self, keys: Sequence[str]) -> None:
         wanted = {"name", *keys}
         unknown = wanted - {key for key, _, _ in COLUMNS}
         if unknown:
             raise ValueError(f"no such column: {', '.join(sorted(unknown))}")
-        self.shown = tuple(i for i, (key, _, _) in enumerate(COLUMNS) if key in wanted)
+        shown = tuple(i for i, (key, _, _) in enumerate(COLUMNS) if key in wanted)
+        if shown == self.shown:
+            return
+        self.shown = shown
         self._width = sum(COLUMNS[i][2] + _GAP for i in self.shown)
-        self.virtual_size = Size(self._width, len(self.order) + 1)
-        self.refresh()
+        if self.is_mounted:
+            self.virtual_size = Size(self._width, len(self.order) + 1)
+            self.refresh()
+
+    def on_resize(self) -> None:
+        self.fit_columns(self.scrollable_content_region.width)
 
     @property
     def shown_columns(self) -> tuple[str, ...]:

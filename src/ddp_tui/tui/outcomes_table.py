@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from rich.text import Text
 
+from ddp_tui.reports.efficiency import share_text
 from ddp_tui.reports.outcomes import OUTCOME_COLUMNS, Outcomes, value_text
 from ddp_tui.tui.formatting import duration, metric_label, number, rate
 
@@ -44,6 +45,9 @@ def outcome_columns(outcomes: Outcomes) -> list[tuple[str, str]]:
         "wall_sec": "Wall",
         "gpu_hours": f"{outcomes.hours_unit}-h",
         "throughput": "Samples/s",
+        # What the run's ended job used of what it held; not the scaling table's efficiency.
+        "cpu_used": "CPU used",
+        "mem_used": "Mem used",
     }
     return [
         (BEST_COLUMN, ""),
@@ -57,6 +61,8 @@ def outcome_cell(outcomes: Outcomes, column: str, value: Any) -> str:
     """One cell's text: a field's value as the CLI takes it, an outcome in its unit."""
     if column in outcomes.fields:
         return value_text(column, None if _missing(value) else value)
+    if column in ("cpu_used", "mem_used"):
+        return share_text(None if _missing(value) else float(value))
     if _missing(value):
         return "-"
     if column in ("final_val", "best_val"):

@@ -9,10 +9,11 @@ uses the real ``Cluster`` against the real local scheduler or real Slurm instead
 One fake per service of :mod:`ddp_tui.remote.api` (``services.py``: ``FakeSubmits``,
 ``FakeRuns``, ``FakeLive``, ``FakeGroups``; ``user_jobs.py``: ``FakeUserJobs``, the user's
 jobs that ddp-tui did not submit; ``waiting.py``: ``FakeWaiting``, why a pending job waits;
-each checked by mypy against its protocol), over
-one shared ``FakeState``; ``FakeCluster`` (``cluster.py``) is the four on one object, as the
-app holds ``Cluster`` (:class:`ddp_tui.remote.api.ClusterAPI`, checked by mypy too). They
-return fixed data (``data.py``); the spec checks and the submit plans are the real ones
+``adoption.py``: ``FakeAdoption``, such a job brought in as a run; each checked by mypy
+against its protocol), over one shared ``FakeState``; ``FakeCluster`` (``cluster.py``) is
+them all on one object, as the app holds ``Cluster``
+(:class:`ddp_tui.remote.api.ClusterAPI`, checked by mypy too). They return fixed data
+(``data.py``); the spec checks and the submit plans are the real ones
 (``ddp_tui.remote.submit.plan``, ``ddp_tui.spec``, ``sbatch_templates``).
 """
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ddp_tui.remote.api import ClusterAPI
+from tests.tui.fakes.adoption import FakeAdoption
 from tests.tui.fakes.services import (
     FakeGroups,
     FakeLive,
@@ -98,6 +99,8 @@ class FakeCluster:
         )
         self.usage_service = FakeUsage(self.state)
         self.waiting_service = FakeWaiting(self.state, waits)
+        #: A foreign row brought in as a run (FAKE: a row, not a directory).
+        self.adoption_service = FakeAdoption(self.state, self.user_jobs_service)
 
     # compose and submit
     default_spec = _On("submits", FakeSubmits.default_spec)
@@ -134,6 +137,7 @@ class FakeCluster:
     job_state = _On("user_jobs_service", FakeUserJobs.job_state)
     job_script = _On("user_jobs_service", FakeUserJobs.job_script)
     job_log = _On("user_jobs_service", FakeUserJobs.job_log)
+    adopt_job = _On("adoption_service", FakeAdoption.adopt_job)
     # what a run or any job used
     usage = _On("usage_service", FakeUsage.usage)
     # why a pending job waits

@@ -22,7 +22,7 @@ from ddp_tui.advisor import (
 from ddp_tui.diagnosis import Diagnosis, Evidence
 from ddp_tui.diagnosis.stall import Heartbeat, SilentRank, Stall
 from ddp_tui.remote.backends.states import JobState
-from ddp_tui.remote.model.views import Attempt, Progress, RunView
+from ddp_tui.remote.model.views import Attempt, Efficiency, Progress, RunView
 from ddp_tui.reports.outcomes import Member
 from ddp_tui.spec import ExperimentSpec, PartitionInfo
 
@@ -159,9 +159,14 @@ def sample_runs() -> list[RunView]:
             world_size=1,
             backend="nccl",
             rendezvous="n1:21040",
+            efficiency=Efficiency("1040", cpu=0.08, mem=0.61, source="sacct"),
         ),
     ]
+    #: What each sweep member's job used (the last: accounting had no record in time).
+    used = ((0.72, 0.45), (0.55, 0.3), (None, None))
     for index, (nodes, gpus, thru) in enumerate(((2, 2, 3300.0), (1, 2, 1800.0), (1, 1, 1000.0))):
+        cpu, mem = used[index]
+        source = "sacct" if cpu is not None else "unavailable"
         runs.append(
             RunView(
                 run_id=f"20231114-2200{index}0-sweep-000{index}",
@@ -183,6 +188,7 @@ def sample_runs() -> list[RunView]:
                 world_size=nodes * gpus,
                 backend="gloo",
                 rendezvous="n1:21030",
+                efficiency=Efficiency(f"103{index}", cpu=cpu, mem=mem, source=source),
             )
         )
     runs.append(
@@ -401,5 +407,8 @@ def sample_members(group: str = "g") -> list[Member]:
             for e, acc in enumerate(accs)
         ]
         spec = BASE.replace(name=f"grid-{i}", lr=lr, batch_per_gpu=batch).to_dict()
-        out.append(Member(RunData(run_id, spec, rows, group=group), 600.0 + 60 * i, "COMPLETED"))
+        used = (0.5 + 0.05 * i, None if i == 1 else 0.2 + 0.1 * i)  # run 1: memory not measured
+        out.append(
+            Member(RunData(run_id, spec, rows, group=group), 600.0 + 60 * i, "COMPLETED", *used)
+        )
     return out

@@ -94,6 +94,8 @@ def sample_user_jobs() -> list[UserJob]:
             end_time="2023-11-08T10:30:01",
             user="user",
             source="sacct",
+            cpu_efficiency=0.31,
+            mem_efficiency=0.12,
         ),
     ]
 

@@ -199,6 +199,12 @@ class Executor(ABC):
             raise FileNotFoundError(errno.ENOENT, "not a directory", str(local_src))
         self.upload_files(list(walk_files(Path(local_src))), dst)
 
+    def symlink(self, target: str, link: str) -> None:
+        """Make ``link`` a symbolic link to ``target`` (a path on the target machine, kept
+        as given); raises OSError where ``link`` exists. An adopted run's first attempt's
+        logs are links to where its job wrote them."""
+        raise ExecutorError(f"{self.description}: cannot make symbolic links here")
+
     def append(self, path: str, data: bytes) -> None:
         """Append ``data`` to ``path`` (read-modify-write; small files only)."""
         try:
@@ -352,6 +358,9 @@ class LocalExecutor(Executor):
             shutil.copy2(path, target)
             sent += os.path.getsize(target)
         return sent
+
+    def symlink(self, target: str, link: str) -> None:
+        os.symlink(target, link)
 
     def append(self, path: str, data: bytes) -> None:
         # O_APPEND writes of one small line are atomic on local filesystems.

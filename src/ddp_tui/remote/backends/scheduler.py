@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ddp_tui.errors import DdpTuiError
 from ddp_tui.remote.backends.executor import CommandResult
+from ddp_tui.remote.backends.job_request import JobRequest
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.backends.user_jobs import Since, StdioPaths, UserJob, UserJobsAnswer
 
@@ -84,6 +85,10 @@ class Scheduler(ABC):
 
     #: "slurm" or "local"
     name: str
+    #: Whether :meth:`job_usage` and :meth:`job_usages` can answer: the scheduler keeps an
+    #: accounting of what each job used (Slurm's sacct; the local scheduler keeps none, so a
+    #: refresh never asks it, and its runs get no ``usage.json``).
+    keeps_accounting: bool = False
     #: How long a submit whose caller was killed may still reach the scheduler: sbatch is
     #: a process of its own that outlives a killed app, and gives up within a minute.
     submit_in_flight_sec: float = 120.0
@@ -164,11 +169,24 @@ class Scheduler(ABC):
         :class:`SchedulerError` where it keeps none (any more)."""
         raise SchedulerError(f"the {self.name} scheduler keeps no batch script of job {job_id}")
 
+    def job_request(self, job_id: str) -> JobRequest:
+        """What the job asked for and was given, where it ran from and where its logs are,
+        asked for that one job (on demand: a job brought in as a run). Raises
+        :class:`SchedulerError` naming why where this scheduler does not know the job (any
+        more)."""
+        raise SchedulerError(f"the {self.name} scheduler cannot say what job {job_id} asked for")
+
     def job_usage(self, job_id: str) -> JobAccounting | None:
         """What the job used, as the scheduler's accounting recorded it: the last attempt's
         allocation and every step. None where this scheduler keeps no such record (the
         local scheduler: its job's state and elapsed time come from :meth:`poll`)."""
         return None
+
+    def job_usages(self, job_ids: Sequence[str]) -> dict[str, JobAccounting]:
+        """:meth:`job_usage` of many jobs at once (one sacct per 200 on Slurm, never one per
+        job): each job the accounting has a record of, by id. Empty where this scheduler
+        keeps none (:attr:`keeps_accounting`)."""
+        return {}
 
     def user_jobs_commands(self, since: Since, *, version: str = "") -> list[list[str]]:
         """The commands that list every job of the user, queued, running, or ended since

@@ -55,6 +55,13 @@ class UserJob:
     user: str = ""
     #: Which answer this row comes from: ``squeue``, ``sacct`` or ``local``.
     source: str = ""
+    #: What an ended job used of what it held, as fractions (0.45: 45 %): its CPUs busy on
+    #: average, and its largest node's peak memory of the memory per node, from the
+    #: accounting of its steps (:func:`ddp_tui.reports.efficiency.efficiency_figures`). None:
+    #: not measured (a job still running, a scheduler that keeps no accounting, a step never
+    #: sampled), never 0.
+    cpu_efficiency: float | None = None
+    mem_efficiency: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The row as JSON values (the state by its name)."""
@@ -81,6 +88,8 @@ class UserJob:
             "stderr": self.stderr,
             "user": self.user,
             "source": self.source,
+            "cpu_efficiency": self.cpu_efficiency,
+            "mem_efficiency": self.mem_efficiency,
         }
 
 

@@ -19,9 +19,16 @@ from ddp_tui.reports.results import RunData
 
 
 def view_member(run: RunData, view: RunView) -> Member:
-    """``run`` with its view's run time (every attempt's: docs/compare.md) and
-    state (DAMAGED for a damaged run directory, as ``ls`` says it)."""
-    return Member(run, elapsed_sec=view.used_sec, state=view.state_label.removesuffix(" *"))
+    """``run`` with its view's run time (every attempt's: docs/compare.md), state
+    (DAMAGED for a damaged run directory, as ``ls`` says it) and recorded usage."""
+    eff = view.efficiency
+    return Member(
+        run,
+        elapsed_sec=view.used_sec,
+        state=view.state_label.removesuffix(" *"),
+        cpu_used=eff.cpu if eff is not None else None,
+        mem_used=eff.mem if eff is not None else None,
+    )
 
 
 def group_of(key: str, groups: Mapping[str, Sequence[RunView]]) -> str:

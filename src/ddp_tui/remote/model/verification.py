@@ -49,14 +49,15 @@ def verify_run(
     status: JobStatus | None,
     files: RunFiles,
 ) -> list[Check]:
-    """The whole checklist of one run (``kind`` "train" or "preflight") whose latest
-    attempt is ``job_id`` with ``status`` (None: unknown)."""
+    """The whole checklist of one run (``kind`` "train", "preflight" or "adopted") whose
+    latest attempt is ``job_id`` with ``status`` (None: unknown). An adopted run's script is
+    not ddp-tui's: how its job ended is all there is to check."""
     state = status.state if status else JobState.UNKNOWN
     exit_code = status.exit_code if status else None
     checks = [completed_check(state, exit_code, files.run_json, job_id)]
     if kind == "preflight":
         checks += preflight_checks(spec, state, summarize(files.preflight))
-    else:
+    elif kind != "adopted":
         # An epoch of NaN or inf is no epoch: it counts as a gap, never as a traceback.
         epochs = [finite_epoch(r.get("epoch")) for r in files.metrics if r.get("epoch") is not None]
         # A script with no epochs: its rows are step windows (an empty epoch, a step).

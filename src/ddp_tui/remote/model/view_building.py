@@ -13,7 +13,7 @@ from ddp_tui.preflight_report import summarize
 from ddp_tui.remote.backends.scheduler import JobStatus
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.model.verification import outcome_note
-from ddp_tui.remote.model.views import Attempt, Progress, RunView
+from ddp_tui.remote.model.views import Attempt, Efficiency, Progress, RunView
 from ddp_tui.remote.store.run_damage import Damage, check_progress, check_run_json
 from ddp_tui.remote.store.runs import RunInfo
 from ddp_tui.spec import ExperimentSpec, SpecError
@@ -24,6 +24,20 @@ def latest_job_id(info: RunInfo) -> str | None:
     job = info.latest_job
     jid = job.get("job_id") if job else None
     return str(jid) if jid else None
+
+
+def efficiency_of(info: RunInfo) -> Efficiency | None:
+    """What the latest attempt used, from the run's usage record where it is that
+    attempt's (checked by :func:`ddp_tui.remote.store.run_damage.check_usage_json`)."""
+    usage, job_id = info.usage, latest_job_id(info)
+    if usage is None or job_id is None or str(usage.get("job_id")) != job_id:
+        return None
+    return Efficiency(
+        job_id=job_id,
+        cpu=num(usage.get("cpu_efficiency")),
+        mem=num(usage.get("mem_efficiency")),
+        source=str(usage.get("source", "")),
+    )
 
 
 def attempt_of(doc: Mapping[str, Any], end: Mapping[str, Any] | None = None) -> Attempt:
@@ -135,4 +149,5 @@ def build_view(
         kind=info.kind,
         preflight=summarize(preflight) if info.kind == "preflight" else None,
         damage=(*info.damage, *damage),
+        efficiency=efficiency_of(info),
     )

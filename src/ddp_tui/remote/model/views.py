@@ -19,12 +19,13 @@ from ddp_tui.remote.model.events import NotifyEvent
 from ddp_tui.remote.model.verification import Check
 from ddp_tui.remote.store.run_damage import DAMAGED, Damage
 from ddp_tui.remote.store.tail import PlotSeries, plot_sample
+from ddp_tui.reports.efficiency import efficiency_text
 from ddp_tui.spec import ExperimentSpec
 
 if TYPE_CHECKING:
     from ddp_tui.resources import ResourceView
 
-__all__ = ["Attempt", "Check", "Progress", "RunDetail", "RunView", "Snapshot"]
+__all__ = ["Attempt", "Check", "Efficiency", "Progress", "RunDetail", "RunView", "Snapshot"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,19 @@ class Progress:
     loss: float | None
     samples_per_sec: float | None
     max_steps: int | None = None  # a script's step budget, where known
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What the run's latest ended attempt used of what it held, as its ``usage.json``
+    records it: fractions (0.45: 45 %), None where not measured (never 0)."""
+
+    job_id: str
+    cpu: float | None  # its CPUs busy on average
+    mem: float | None  # its largest node's peak memory of the memory per node
+    #: Where the figures came from ("sacct"), or "unavailable": the accounting had no
+    #: record of the job in time, and is not asked again.
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,7 +94,7 @@ class RunView:
     #: Where the trainer's own record and the job's state disagree, said plainly: e.g.
     #: run.json says completed while the job ended FAILED (the launcher's exit).
     note: str = ""
-    kind: str = "train"  # or "preflight"
+    kind: str = "train"  # or "preflight", or "adopted" (a job brought in)
     preflight: PreflightSummary | None = None  # preflight runs only
     #: Why the latest attempt ended as it did (ended runs; None: not diagnosed, or no
     #: rule recognised its logs).
@@ -94,6 +108,9 @@ class RunView:
     #: The sweep the run was submitted in (its id), or None: what folds into one Jobs row.
     #: :attr:`group` is wider: every run of an equal spec, compared together.
     sweep: str | None = None
+    #: What the latest attempt used, once it has ended and its usage is recorded (None:
+    #: running, not recorded yet, or a scheduler that keeps no accounting).
+    efficiency: Efficiency | None = None
 
     @property
     def job_id(self) -> str | None:
@@ -113,6 +130,13 @@ class RunView:
         if self.damage:
             return DAMAGED
         return self.state.value + (" *" if self.note else "")
+
+    @property
+    def efficiency_label(self) -> str:
+        """What the latest ended attempt used, as Jobs and ``ls`` show it: ``cpu 45% mem
+        30%``, or "—" where nothing was measured (running, or no accounting)."""
+        eff = self.efficiency
+        return efficiency_text(eff.cpu, eff.mem) if eff is not None else efficiency_text(None, None)
 
     @property
     def damage_label(self) -> str:

@@ -16,7 +16,7 @@ from ddp_tui.diagnosis.stall import STALL_AFTER_SEC
 from ddp_tui.remote.backends.executor import FileRead, ReadResult
 from ddp_tui.remote.backends.scheduler import JobStatus
 from ddp_tui.remote.backends.states import JobState
-from ddp_tui.remote.model.view_building import build_view, latest_job_id, spec_of
+from ddp_tui.remote.model.view_building import build_view, efficiency_of, latest_job_id, spec_of
 from ddp_tui.remote.model.views import RunView
 from ddp_tui.remote.observe.attempt_states import AttemptStates
 from ddp_tui.remote.observe.diagnosing import Activity, DiagnosisReads, diagnose
@@ -244,6 +244,7 @@ class RunTable:
             stall,
             info.damage,
             tuple(problems.items()),
+            efficiency_of(info),
         )
         cached = self._rows.get(info.run_id)
         if cached is not None and cached[0] == key:

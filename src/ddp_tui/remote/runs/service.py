@@ -109,8 +109,9 @@ class RunsService:
         self._infos = seen.infos
         acted = Seen(seen.infos, polled=seen.polled)
         error, notify_error = self.stage.apply(
-            acted, lambda: tuple(self.table.view(info) for info in reversed(seen.infos))
+            acted, lambda: tuple(self.table.view(info) for info in reversed(acted.infos))
         )
+        self._infos = list(acted.infos)  # as a reaction left them (a usage record written)
         self._views = acted.views
         error = error or seen.error or notify_error
         detail = None

@@ -190,7 +190,9 @@ def clean_record(
 _SPEC_JSON: Final[Mapping[str, FieldCheck]] = {
     "spec": mapping,
     "group": optional(text),
-    "kind": lambda v: None if v in ("train", "preflight") else "must be train or preflight",
+    "kind": lambda v: (
+        None if v in ("train", "preflight", "adopted") else "must be train, preflight or adopted"
+    ),
     "created_at": text,
     "run_id": text,
     "ddp_tui_version": text,
@@ -292,6 +294,48 @@ def clean_job_line(rec: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[
     if not isinstance(event, str):
         return None, [f"event must be text, got {quoted(event)}"]
     return clean_record(rec, _EVENTS.get(event, {}))
+
+
+# -- usage.json --------------------------------------------------------------------------------
+
+#: The largest fraction a usage record may hold (100 = 10,000 %): a CPU or memory efficiency
+#: beyond it is no measurement.
+MAX_FRACTION: Final = 100.0
+_USAGE: Final[Mapping[str, FieldCheck]] = {
+    "job_id": job_id,
+    "state": optional(text),
+    "cpu_efficiency": optional(number(0.0, MAX_FRACTION)),
+    "mem_efficiency": optional(number(0.0, MAX_FRACTION)),
+    "max_rss_mib_per_node": optional(number()),
+    "time_used_fraction": optional(number(0.0, MAX_FRACTION)),
+    "source": text,
+    "note": optional(text),
+    "recorded_at": optional(text),
+}
+
+
+def check_usage_json(doc: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """usage.json without its wrong fields, and what was wrong; a record without its job id
+    says nothing (``{}``)."""
+    out, problems = clean_record(doc, _USAGE)
+    if "job_id" not in doc:
+        problems.append("has no job_id")
+    return (out if "job_id" in out else {}), problems
+
+
+def usage_json_of(result: ReadResult) -> tuple[dict[str, Any] | None, list[str]]:
+    """A run's usage.json as read: its usable record (None where there is none, or none
+    usable), and its problems. A missing file is no problem: most runs have none yet."""
+    problem = read_problem(result)
+    if problem is not None:
+        return None, [problem]
+    if result.stat is None and not result.data:
+        return None, []
+    doc, problem = load_object(result.data)
+    if doc is None:
+        return None, [problem or "is not a JSON object"]
+    record, problems = check_usage_json(doc)
+    return record or None, problems
 
 
 # -- run.json and progress.jsonl -------------------------------------------------------------

@@ -33,9 +33,11 @@ from ddp_tui.remote.store.run_damage import (
     RUN_DIRECTORY,
     Damage,
     check_run_json,
+    check_usage_json,
     load_object,
     read_problem,
     spec_json_of,
+    usage_json_of,
 )
 from ddp_tui.remote.store.snapshot import SnapshotManifest
 from ddp_tui.remote.store.space import MARGIN_BYTES, require_room
@@ -44,11 +46,16 @@ from ddp_tui.spec.vocabulary import MAX_NODES
 
 SPEC_FILE = "spec.json"
 SCRIPT_FILE = "job.sbatch"
+#: An adopted run's job's own batch script, as the scheduler kept it; its ``job.sbatch`` runs
+#: it again (:mod:`ddp_tui.remote.runs.adoption`).
+ORIGINAL_SCRIPT_FILE = "original.sbatch"
 RUN_JSON = "run.json"
 METRICS_FILE = "metrics.csv"
 PROGRESS_FILE = "progress.jsonl"
 PREFLIGHT_FILE = "preflight.json"
 SACCT_FILE = "sacct.txt"
+#: What the latest ended attempt used (:mod:`ddp_tui.remote.runs.reactions.usage`).
+USAGE_FILE = "usage.json"
 
 
 def attempt_logs(job_id: str) -> tuple[str, str]:
@@ -131,9 +138,12 @@ class RunInfo:
     #: Whether ``jobs.jsonl`` holds a submit's intent that no attempt line answers yet: a
     #: submitter died, or is still at it (:mod:`ddp_tui.remote.store.run_jobs`).
     unanswered_intent: bool = False
-    #: What is wrong with the run directory as listed (its spec.json, its jobs.jsonl, the
-    #: directory itself): a damaged run is still listed, and shows as DAMAGED.
+    #: What is wrong with the run directory as listed (its spec.json, its jobs.jsonl, its
+    #: usage.json, the directory itself): a damaged run is still listed, and shows as DAMAGED.
     damage: tuple[Damage, ...] = ()
+    #: ``usage.json``'s record without its wrong fields: what an ended attempt (its
+    #: ``job_id``) used of what it held; None where there is none (yet).
+    usage: Mapping[str, Any] | None = None
 
     @property
     def run_id(self) -> str:
@@ -162,8 +172,10 @@ class RunInfo:
 
     @property
     def kind(self) -> str:
-        """``"train"`` or ``"preflight"``. Runs made before spec.json said so are told
-        apart by the name :meth:`Cluster.preflight` gives them (and no comparison group)."""
+        """``"train"``, ``"preflight"``, or ``"adopted"`` (a job ddp-tui did not submit,
+        brought in: :mod:`ddp_tui.remote.runs.adoption`). Runs made before spec.json said so
+        are told apart by the name :meth:`Cluster.preflight` gives them (and no comparison
+        group)."""
         kind = self.spec_json.get("kind")
         if isinstance(kind, str):
             return kind
@@ -200,6 +212,12 @@ class _Cached:
     jobs_problem: str | None = None
     line_problems: list[Damage] = field(default_factory=list)
     lines_read: int = 0
+    #: usage.json as last read or written, and what is wrong with it.
+    usage: dict[str, Any] | None = None
+    usage_damage: tuple[Damage, ...] = ()
+    #: The job whose usage record a listing reads usage.json again for, until it is there
+    #: (:meth:`RunStore.await_usage`); None: the file is read once, with the run.
+    usage_awaited: str | None = None
 
 
 def package_dir() -> Path:
@@ -220,6 +238,8 @@ class RunStore:
         self.last_upload: Upload | None = None
         #: Run directories listed but not read yet (see ``max_new`` of :meth:`apply_listing`).
         self.unread = 0
+        #: The runs whose usage.json the last :meth:`listing_reads` reads, in its order.
+        self._usage_reads: list[str] = []
 
     # -- paths --------------------------------------------------------------
 
@@ -241,6 +261,9 @@ class RunStore:
         run_id: str | None = None,
         snapshot: SnapshotManifest | None = None,
         sweep: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        fill: Callable[[str], None] | None = None,
+        code: bool = True,
     ) -> RunRef:
         """Create a complete run directory, or nothing at all.
 
@@ -255,6 +278,12 @@ class RunStore:
         ``snapshot``'s files go to ``project/`` and its record to ``snapshot.json``; they
         travel with ``code/`` in one upload (one round trip over SSH), described after
         by :attr:`last_upload`.
+
+        ``extra``: more top-level fields of ``spec.json`` (an adopted run's ``adopted``
+        record). ``fill(tmp)`` writes more of the run into the temporary directory before
+        it is renamed into place, so that it is part of the all-or-nothing (an adopted
+        run's original script, first attempt line and log links). ``code=False``: no
+        ``code/`` (a run whose script is not ddp-tui's runs none of it).
         """
         try:
             self.executor.makedirs(self.root)
@@ -268,8 +297,8 @@ class RunStore:
                 raise RunExists(f"the run directory {final} exists already")
         else:
             run_id, final = self._free_run_id(name)
-        code = self.code_files()
-        code_bytes = sum(_size(p) for p, _ in code)
+        code_files = self.code_files() if code else []
+        code_bytes = sum(_size(p) for p, _ in code_files)
         needed = code_bytes + (snapshot.total_bytes if snapshot else 0) + MARGIN_BYTES
         require_room(self.executor, self.root, needed, what="a new run")
         self._sweep_half_made()
@@ -285,13 +314,14 @@ class RunStore:
                 "sweep": sweep,
                 "kind": kind,
                 "run_id": run_id,
+                **(extra or {}),
             }
             self.executor.write_atomic(
                 _join(tmp, SPEC_FILE), (json.dumps(doc, indent=2) + "\n").encode()
             )
             self.executor.write_atomic(_join(tmp, SCRIPT_FILE), script.encode(), mode=0o755)
             self.executor.write_atomic(_join(tmp, JOBS_FILE), b"")
-            upload = self._upload(tmp, code, snapshot)
+            upload = self._upload(tmp, code_files, snapshot)
             if snapshot is not None:
                 if not snapshot.files:  # the job still starts in project/
                     self.executor.makedirs(_join(tmp, PROJECT_DIR))
@@ -299,6 +329,8 @@ class RunStore:
                 self.executor.write_atomic(
                     _join(tmp, SNAPSHOT_FILE), (json.dumps(record, indent=2) + "\n").encode()
                 )
+            if fill is not None:
+                fill(tmp)
             self.executor.rename(tmp, final)
         except BaseException as exc:
             self.executor.remove_tree(tmp)
@@ -372,6 +404,8 @@ class RunStore:
         code = [(p, f"{CODE_DIR}/{arc}") for p, arc in code_files]
         project = [(p, f"{PROJECT_DIR}/{arc}") for p, arc in (snapshot.files if snapshot else ())]
         start = time.monotonic()
+        if not code and not project:  # nothing to send: not even a round trip
+            return Upload(0, 0, 0, 0.0)
         try:
             sent = self.executor.upload_files(code + project, run_dir)
         except FileNotFoundError as exc:
@@ -411,8 +445,15 @@ class RunStore:
         return ["ls", "-1", "--", self.root]
 
     def listing_reads(self) -> list[FileRead]:
-        """The reads that bring every known run's ``jobs.jsonl`` up to date."""
-        return [c.jobs_reader.request() for c in self._cache.values()]
+        """The reads that bring every known run's ``jobs.jsonl`` up to date, then the
+        ``usage.json`` of each run awaiting its record (:meth:`await_usage`; a stat where it
+        is not there yet) or whose record is damaged (put right, it counts again)."""
+        self._usage_reads = [
+            n for n, c in self._cache.items() if c.usage_awaited is not None or c.usage_damage
+        ]
+        return [c.jobs_reader.request() for c in self._cache.values()] + [
+            FileRead(_join(self.root, n, USAGE_FILE)) for n in self._usage_reads
+        ]
 
     def apply_listing(
         self, listing: CommandResult, reads: Sequence[ReadResult], *, max_new: int | None = None
@@ -429,6 +470,13 @@ class RunStore:
                 return []  # no run yet: the root is made by the first submit
             raise RunStoreError(f"cannot list {self.root}: {listing.stderr.strip()}")
         names = sorted(n for n in listing.stdout.split("\n") if RUN_ID_RE.match(n))
+        usage_names, self._usage_reads = self._usage_reads, []
+        if usage_names and len(reads) >= len(usage_names):
+            tail = len(reads) - len(usage_names)
+            for n, res in zip(usage_names, reads[tail:], strict=True):
+                if n in self._cache:
+                    self._feed_usage(self._cache[n], res)
+            reads = reads[:tail]
         again = [
             n
             for n, res in zip(list(self._cache), reads, strict=False)
@@ -445,18 +493,21 @@ class RunStore:
         self.unread = sum(1 for n in names if n not in self._cache) - len(new)
         new += damaged  # always listed, whatever the budget: never a silent disappearance
         if new:
-            # spec.json and jobs.jsonl of each new run, and a stat of its directory, in one
-            # batch.
+            # spec.json, jobs.jsonl and usage.json of each new run, and a stat of its
+            # directory, in one batch.
             k = len(new)
             readers = [IncrementalFile(_join(self.root, n, JOBS_FILE)) for n in new]
             batch = Batch(reads=[FileRead(_join(self.root, n, SPEC_FILE)) for n in new])
             batch.reads += [r.request() for r in readers]
             batch.reads += [FileRead(_join(self.root, n), 0, 0) for n in new]
+            batch.reads += [FileRead(_join(self.root, n, USAGE_FILE)) for n in new]
             answers = self.executor.run_batch(batch).reads
             for i, (n, reader) in enumerate(zip(new, readers, strict=True)):
                 doc, damage = _listed_spec(answers[i], answers[2 * k + i])
                 self._cache[n] = cached = _Cached(doc, reader, [], reader.generation)
                 cached.damage = damage
+                if not any(d.file == RUN_DIRECTORY for d in damage):
+                    self._feed_usage(cached, answers[3 * k + i])
                 if self._feed_jobs(cached, answers[k + i]):
                     again.append(n)
         if again:
@@ -464,23 +515,55 @@ class RunStore:
             retry = Batch(reads=[self._cache[n].jobs_reader.request() for n in again])
             for n, res in zip(again, self.executor.run_batch(retry).reads, strict=True):
                 self._feed_jobs(self._cache[n], res)
-        out: list[RunInfo] = []
-        for n in names:
-            c = self._cache.get(n)
-            if c is None:
-                continue
-            if c.info is None:
-                lines = fold(c.jobs)
-                c.info = RunInfo(
-                    RunRef(n, _join(self.root, n)),
-                    c.spec_json,
-                    tuple(lines.attempts),
-                    lines.ends,
-                    unanswered_intent=bool(lines.pending),
-                    damage=_run_damage(c),
-                )
-            out.append(c.info)
-        return out
+        return [self._info(n, c) for n in names if (c := self._cache.get(n)) is not None]
+
+    def _info(self, name: str, c: _Cached) -> RunInfo:
+        """The run as listed, built again only when something it holds changed."""
+        if c.info is None:
+            lines = fold(c.jobs)
+            c.info = RunInfo(
+                RunRef(name, _join(self.root, name)),
+                c.spec_json,
+                tuple(lines.attempts),
+                lines.ends,
+                unanswered_intent=bool(lines.pending),
+                damage=_run_damage(c),
+                usage=c.usage,
+            )
+        return c.info
+
+    @staticmethod
+    def _feed_usage(cached: _Cached, res: ReadResult) -> None:
+        doc, problems = usage_json_of(res)
+        damage = tuple(Damage(USAGE_FILE, p) for p in problems)
+        if doc != cached.usage or damage != cached.usage_damage:
+            cached.usage, cached.usage_damage = doc, damage
+            cached.info = None
+        if doc is not None and str(doc["job_id"]) == cached.usage_awaited:
+            cached.usage_awaited = None
+
+    # -- usage.json ---------------------------------------------------------
+
+    def write_usage(self, run: RunRef, record: Mapping[str, Any]) -> RunInfo | None:
+        """Write the run's ``usage.json`` (atomically: :meth:`write_text`) and take it as
+        read; returns the run as listed with it (None: a run not listed here)."""
+        self.write_text(run, USAGE_FILE, json.dumps(record, indent=2) + "\n")
+        c = self._cache.get(run.run_id)
+        if c is None:
+            return None
+        c.usage = check_usage_json(record)[0] or None
+        c.usage_damage = ()
+        c.usage_awaited = None
+        c.info = None
+        return self._info(run.run_id, c)
+
+    def await_usage(self, run: RunRef, job_id: str) -> None:
+        """Read the run's ``usage.json`` again at every listing until it holds ``job_id``'s
+        record: another process may write it first (a refresh that finds it there asks the
+        scheduler nothing)."""
+        c = self._cache.get(run.run_id)
+        if c is not None:
+            c.usage_awaited = job_id
 
     @staticmethod
     def _feed_jobs(cached: _Cached, res: ReadResult) -> bool:
@@ -588,4 +671,4 @@ def _listed_spec(
 
 def _run_damage(cached: _Cached) -> tuple[Damage, ...]:
     jobs = () if cached.jobs_problem is None else (Damage(JOBS_FILE, cached.jobs_problem),)
-    return (*cached.damage, *jobs, *cached.line_problems)
+    return (*cached.damage, *jobs, *cached.line_problems, *cached.usage_damage)

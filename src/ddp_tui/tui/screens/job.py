@@ -1,6 +1,8 @@
 """A job of the user that ddp-tui did not submit (``a`` on Jobs lists them): what Slurm says of
 it, its ``.out`` and ``.err`` followed live from the paths Slurm records, its batch script where
-Slurm keeps it, why it waits (while pending) and what it used (once ended). ``c`` cancels it."""
+Slurm keeps it, why it waits (while pending) and what it used (once ended). ``c`` cancels it;
+``b`` brings it in: a run of it, opened in Run detail, to follow, diagnose and retry like
+ddp-tui's own (:mod:`ddp_tui.remote.runs.adoption`)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
     from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.remote.backends.user_jobs import UserJob
+    from ddp_tui.remote.model.views import RunView
     from ddp_tui.remote.runs.user_jobs import JobLog
 
 #: The log streams, each a tab: (stream, key, label).
@@ -45,6 +48,13 @@ class JobLogRead(Message, bubble=False):
     """New lines of one of the job's logs (or, first, its tail)."""
 
     log: JobLog
+
+
+@dataclass
+class JobBroughtIn(Message, bubble=False):
+    """The job is a run now: its row."""
+
+    run: RunView
 
 
 def job_summary(job: UserJob) -> Text:
@@ -82,6 +92,7 @@ class JobScreen(BaseScreen):
         Binding("3", "tab('script')", "Script"),
         Binding("c", "cancel_job", "Cancel"),
         Binding("t", "why", "Why waits"),
+        Binding("b", "bring_in", "Bring it in"),
     ]
 
     def __init__(self, job: UserJob) -> None:
@@ -227,3 +238,32 @@ class JobScreen(BaseScreen):
 
     def action_cancel_job(self) -> None:
         self.ddp_app.confirm_cancel_job(self.job)
+
+    def action_bring_in(self) -> None:
+        """Make a run of the job (on the I/O worker), then open it in Run detail; a refusal
+        (a run's attempt already, an interactive job, a script the scheduler no longer
+        keeps) is a notification naming why."""
+        job_id = self.job.job_id
+        self.notify(f"Bringing in job {job_id}...", markup=False, timeout=3)
+        self.ask(
+            Request(
+                "Bring it in",
+                lambda cluster: cluster.adopt_job(job_id),
+                JobBroughtIn,
+                key=("adopt_job", job_id),
+            )
+        )
+
+    @on(JobBroughtIn)
+    def _brought_in(self, message: JobBroughtIn) -> None:
+        run = message.run
+        app = self.ddp_app
+        app.notify(
+            f"Job {run.job_id} is run {run.run_id} now: r retries it from its directory.",
+            title="Brought in",
+            markup=False,
+        )
+        app.refresh_soon()  # the job leaves the other jobs and joins the runs
+        if app.screen is self:
+            app.pop_screen()
+            app.open_run(run.run_id)

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ddp_tui.remote.backends.executor import CommandResult
+from ddp_tui.remote.backends.job_request import JobRequest
 from ddp_tui.remote.backends.local.directives import (
     expand_log_pattern,
     parse_array,
@@ -234,6 +235,26 @@ class LocalScheduler(Scheduler):
         if job is None:
             return StdioPaths(None, None, f"no local job {job_id} in {self.state_dir}")
         return StdioPaths(job.out_path, job.err_path, f"the local job file of {job_id}")
+
+    def job_request(self, job_id: str) -> JobRequest:
+        """The job file's record: one node of this machine, no resource options (the local
+        scheduler honours none but the name and the logs)."""
+        with self.store.locked():
+            self._advance()
+            job = self.store.load(job_id)
+            status = self._status(job) if job is not None else None
+        if job is None or status is None:
+            raise SchedulerError(f"the local scheduler does not know job {job_id}")
+        return JobRequest(
+            job_id=job.job_id,
+            name=job.name,
+            state=status.state,
+            batch=True,
+            work_dir=job.run_dir,
+            stdout=job.out_path,
+            stderr=job.err_path,
+            source=f"the local job file of {job_id}",
+        )
 
     def jobs_in_dir(self, run_dir: str) -> list[str]:
         """Ids of every job (any state) submitted from ``run_dir``, oldest first.

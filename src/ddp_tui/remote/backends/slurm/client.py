@@ -18,6 +18,7 @@ from ddp_tui.remote.backends.executor import (
     ExecutorError,
 )
 from ddp_tui.remote.backends.job_ids import array_index
+from ddp_tui.remote.backends.job_request import JobRequest
 from ddp_tui.remote.backends.scheduler import (
     AccountingUnavailable,
     JobStatus,
@@ -45,6 +46,7 @@ from ddp_tui.remote.backends.slurm.commands import (
     start_argv,
     version_argv,
 )
+from ddp_tui.remote.backends.slurm.job_request import parse_job_request
 from ddp_tui.remote.backends.slurm.parsers import (
     NodeInfo,
     PollResult,
@@ -61,7 +63,12 @@ from ddp_tui.remote.backends.slurm.parsers import (
     partitions_from_nodes,
     poll_from_results,
 )
-from ddp_tui.remote.backends.slurm.usage_query import parse_usage, usage_argv
+from ddp_tui.remote.backends.slurm.usage_query import (
+    parse_usage,
+    parse_usages,
+    usage_argv,
+    usage_argvs,
+)
 from ddp_tui.remote.backends.slurm.user_jobs import (
     default_stdio,
     parse_user_sacct,
@@ -80,6 +87,7 @@ class SlurmScheduler(Scheduler):
     """Slurm over an executor: at most one squeue and one sacct per poll."""
 
     name = "slurm"
+    keeps_accounting = True
 
     def __init__(
         self,
@@ -205,11 +213,44 @@ class SlurmScheduler(Scheduler):
     def batch_script(self, job_id: str) -> str:
         """``scontrol write batch_script``: kept by the controller until the job is purged
         (MinJobAge after it ends); a job started with srun or salloc has none."""
-        return self._check(batch_script_argv(job_id), "scontrol write batch_script").stdout
+        res = self._check(batch_script_argv(job_id), "scontrol write batch_script")
+        if not res.stdout and res.stderr.strip():
+            # It exits 0 for an unknown job and for one with no script (srun, salloc),
+            # saying so only on stderr ("Job script not specified").
+            raise SchedulerError(res.stderr.strip(), argv=res.argv)
+        return res.stdout
+
+    def job_request(self, job_id: str) -> JobRequest:
+        """One ``scontrol show job`` (:mod:`.job_request`): the controller's record, kept
+        until MinJobAge after the job's end (300 s by default)."""
+        try:
+            record = self.show_job(job_id)
+        except SchedulerUnavailable:
+            raise
+        except SchedulerError as exc:
+            raise SchedulerError(
+                f"Slurm does not know job {job_id} ({exc.message}): the controller forgets a "
+                "job a few minutes after it ends (MinJobAge), and its batch script with it",
+                argv=exc.argv,
+            ) from None
+        if record.get("ArrayJobId", "").strip() == job_id:  # scontrol shows every task
+            raise SchedulerError(
+                f"job {job_id} is a job array: name one of its tasks ({job_id}_<index>)"
+            )
+        return parse_job_request(record, job_id)
 
     def job_usage(self, job_id: str) -> JobAccounting | None:
         """One sacct: the job's last attempt with every step (:mod:`.usage_query`)."""
         return parse_usage(self._check(usage_argv(job_id), "sacct").stdout, job_id)
+
+    def job_usages(self, job_ids: Sequence[str]) -> dict[str, JobAccounting]:
+        """One sacct per 200 jobs (usually one in all): each job's last attempt with every
+        step (:func:`~.usage_query.parse_usages`)."""
+        ids = slurm_ids(job_ids)
+        out: dict[str, JobAccounting] = {}
+        for argv in usage_argvs(ids):
+            out.update(parse_usages(self._check(argv, "sacct").stdout, ids))
+        return out
 
     def user_jobs_commands(self, since: Since, *, version: str = "") -> list[list[str]]:
         """One squeue for every queued job of the user and one sacct for the window,
@@ -229,8 +270,9 @@ class SlurmScheduler(Scheduler):
         if not sacct.ok:
             return UserJobsAnswer(queued, warning=error_of(sacct, "sacct").message)
         # The fields asked are in the argv: StdOut/StdErr only where this sacct has them.
-        stdio = any(a.startswith("--format=") and "StdOut" in a for a in sacct.argv)
-        return UserJobsAnswer(queued, tuple(parse_user_sacct(sacct.stdout, stdio=stdio)))
+        fmt = next((a for a in sacct.argv if a.startswith("--format=")), None)
+        fields = fmt.removeprefix("--format=").split(",") if fmt is not None else None
+        return UserJobsAnswer(queued, tuple(parse_user_sacct(sacct.stdout, fields)))
 
     def job_stdio(self, job_id: str, listed: UserJob | None = None) -> StdioPaths:
         """``scontrol show job``'s StdOut and StdErr: the controller works the patterns out

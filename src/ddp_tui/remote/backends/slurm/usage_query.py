@@ -1,9 +1,12 @@
-"""What one job used, as sacct recorded it: the argv of the one query and its parser.
+"""What a job used, as sacct recorded it: the argv of the query and its parsers.
 
 One ``sacct --jobs=ID --duplicates``, steps included, asks for the allocation and every
 step of every attempt; :func:`parse_usage` keeps the last attempt (a requeued job has a
 record per attempt, each followed by its own steps, which carry its ``DBIndex``) and reads
 each field into :class:`~ddp_tui.reports.accounting.JobAccounting`, the domain's numbers.
+:func:`parse_usages` reads the same query over many jobs (the runs whose jobs ended, in one
+sacct), and :func:`accounting_of` is the one reader of an allocation and its steps, which
+the listing of every job of the user shares (:mod:`.user_jobs`).
 
 What sacct prints, measured on the test cluster (Slurm 22.05), which these parsers follow:
 
@@ -20,10 +23,10 @@ What sacct prints, measured on the test cluster (Slurm 22.05), which these parse
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ddp_tui.remote.backends.hostlist import expand_hostlist
-from ddp_tui.remote.backends.slurm.commands import SEP, _check_job_id, tool_prefix
+from ddp_tui.remote.backends.slurm.commands import SEP, _check_job_id, sacct_chunks, tool_prefix
 from ddp_tui.remote.backends.slurm.parsers import field_text, parse_tres, split_records, tres_gpus
 from ddp_tui.remote.backends.states import from_slurm
 from ddp_tui.reports.accounting import (
@@ -49,8 +52,10 @@ _SIZES = (MEM, GPU_MEM)
 _READ = (MEM, GPU_MEM, GPU_UTIL)
 
 
-def usage_argv(job_id: str) -> list[str]:
-    """sacct's record of ``job_id`` with every step and every requeued attempt."""
+def usage_argv(*job_ids: str) -> list[str]:
+    """sacct's record of each of ``job_ids`` with every step and every requeued attempt (at
+    most :data:`~ddp_tui.remote.backends.slurm.commands.SACCT_CHUNK` ids: see
+    :func:`usage_argvs`)."""
     return [
         *tool_prefix("sacct"),
         "--duplicates",
@@ -58,8 +63,14 @@ def usage_argv(job_id: str) -> list[str]:
         "--noheader",
         f"--delimiter={SEP}",
         f"--format={','.join(USAGE_FIELDS)}",
-        f"--jobs={_check_job_id(job_id)}",
+        f"--jobs={','.join(_check_job_id(j) for j in job_ids)}",
     ]
+
+
+def usage_argvs(job_ids: Sequence[str]) -> list[list[str]]:
+    """:func:`usage_argv` over many jobs: one sacct per chunk of ids (a very long
+    ``--jobs=`` list is a known way to break Slurm tools), each id once."""
+    return [usage_argv(*chunk) for chunk in sacct_chunks(list(dict.fromkeys(job_ids)))]
 
 
 def parse_cpu_time(text: str) -> float | None:
@@ -154,6 +165,43 @@ def _step(step: str, f: Mapping[str, str]) -> StepUsage:
     )
 
 
+def job_key(job_id_field: str) -> str:
+    """The job a record of sacct belongs to: ``1234_5`` of ``1234_5.batch``, the record's
+    own id for an allocation."""
+    return job_id_field.strip().partition(".")[0]
+
+
+def is_step(record: Mapping[str, str]) -> bool:
+    """Whether a record of sacct is a step (``1234.batch``, ``1234.0``) or an allocation."""
+    return "." in record["JobID"]
+
+
+def accounting_of(
+    allocation: Mapping[str, str], steps: Iterable[Mapping[str, str]], *, attempts: int = 1
+) -> JobAccounting:
+    """One attempt's accounting: its allocation record and its step records, each a mapping
+    of sacct's field names (those of :data:`USAGE_FIELDS`, which every query that reads a
+    job's use asks for) to their text."""
+    limit = _number(allocation["TimelimitRaw"])
+    return JobAccounting(
+        job_id=allocation["JobID"].strip(),
+        state=from_slurm(allocation["State"]).value,
+        source="sacct",
+        name=allocation["JobName"],
+        elapsed_sec=_float(allocation["ElapsedRaw"]),
+        time_limit_sec=limit * 60.0 if limit is not None else None,
+        node_count=_number(allocation["NNodes"]),
+        nodes=_nodes(allocation["NodeList"]),
+        cpus=_number(allocation["AllocCPUS"]),
+        # None, not 0, for an allocation that names no GPU: as this report has always said.
+        gpus=tres_gpus(allocation["AllocTRES"]) or None,
+        memory=_memory(allocation),
+        cpu_sec=parse_cpu_time(allocation["TotalCPU"]),
+        steps=tuple(_step(f["JobID"].strip().partition(".")[2], f) for f in steps),
+        attempts=attempts,
+    )
+
+
 def parse_usage(text: str, job_id: str) -> JobAccounting | None:
     """The last attempt of ``job_id`` in :func:`usage_argv`'s answer, with its steps; None
     when sacct has no record of it.
@@ -165,40 +213,42 @@ def parse_usage(text: str, job_id: str) -> JobAccounting | None:
     records = [
         dict(zip(USAGE_FIELDS, rec, strict=True)) for rec in split_records(text, len(USAGE_FIELDS))
     ]
-    allocations = [f for f in records if "." not in f["JobID"].strip()]
+    return _last_attempt(records, job_id)
+
+
+def parse_usages(text: str, job_ids: Sequence[str]) -> dict[str, JobAccounting]:
+    """Each of ``job_ids`` that sacct has a record of in :func:`usage_argv`'s answer for
+    them all: its last attempt with its steps, as :func:`parse_usage` reads one job."""
+    wanted = set(job_ids)
+    by_job: dict[str, list[dict[str, str]]] = {}
+    for rec in split_records(text, len(USAGE_FIELDS)):
+        key = job_key(rec[0])
+        if key in wanted:
+            by_job.setdefault(key, []).append(dict(zip(USAGE_FIELDS, rec, strict=True)))
+    out = {}
+    for key, records in by_job.items():
+        acct = _last_attempt(records, key)
+        if acct is not None:
+            out[key] = acct
+    return out
+
+
+def _last_attempt(records: Sequence[Mapping[str, str]], job_id: str) -> JobAccounting | None:
+    allocations = [f for f in records if not is_step(f)]
     if not allocations:
         return None
     named = [f for f in allocations if f["JobID"].strip() == job_id]
     last = (named or allocations)[-1]
     key = last["JobID"].strip()
-    attempts = sum(f["JobID"].strip() == key for f in allocations)
-    steps: list[StepUsage] = []
-    current: dict[str, str] | None = None
+    steps: list[Mapping[str, str]] = []
+    current: Mapping[str, str] | None = None
     for f in records:
-        jid = f["JobID"].strip()
-        if "." not in jid:
+        if not is_step(f):
             current = f
             continue
-        parent, _, step = jid.partition(".")
         index = f["DBIndex"].strip()
         mine = index == last["DBIndex"].strip() if index else current is last
-        if parent == key and mine:
-            steps.append(_step(step, f))
-    limit = _number(last["TimelimitRaw"])
-    return JobAccounting(
-        job_id=key,
-        state=from_slurm(last["State"]).value,
-        source="sacct",
-        name=last["JobName"],
-        elapsed_sec=_float(last["ElapsedRaw"]),
-        time_limit_sec=limit * 60.0 if limit is not None else None,
-        node_count=_number(last["NNodes"]),
-        nodes=_nodes(last["NodeList"]),
-        cpus=_number(last["AllocCPUS"]),
-        # None, not 0, for an allocation that names no GPU: as this report has always said.
-        gpus=tres_gpus(last["AllocTRES"]) or None,
-        memory=_memory(last),
-        cpu_sec=parse_cpu_time(last["TotalCPU"]),
-        steps=tuple(steps),
-        attempts=attempts,
-    )
+        if job_key(f["JobID"]) == key and mine:
+            steps.append(f)
+    attempts = sum(f["JobID"].strip() == key for f in allocations)
+    return accounting_of(last, steps, attempts=attempts)

@@ -5,9 +5,12 @@ squeue is asked with ``--Format`` (``-O``) rather than the refresh's ``--format`
 long form has the allocated TRES (the job's GPUs, whichever way it asked for them) and the
 ``.out``/``.err`` patterns. Each field but the name (last, free text) ends with the
 separator and has width 0 (printed whole, unpadded). sacct covers the jobs that left the
-queue within the window (``--starttime``); from Slurm 24.05 it also keeps the ``.out`` and
-``.err`` patterns (``StdOut``, ``StdErr``), which older versions do not know (they refuse the
-field, so it is asked for only from 24.05).
+queue within the window (``--starttime``), each with its steps and the fields of what it used
+(:data:`~ddp_tui.remote.backends.slurm.usage_query.USAGE_FIELDS`): an ended job's CPU and
+memory efficiency come with the listing, read by the same reader as ``ddp-tui usage``'s
+(:func:`~ddp_tui.remote.backends.slurm.usage_query.accounting_of`), never by a sacct per job.
+From Slurm 24.05 it also keeps the ``.out`` and ``.err`` patterns (``StdOut``, ``StdErr``),
+which older versions do not know (they refuse the field, so it is asked for only from 24.05).
 
 Both tools print the patterns as given to sbatch (squeue 22.05 prints
 ``<WorkDir>/slurm-<JobID>.out`` where none was given, a wrong name for an array task: its
@@ -17,6 +20,7 @@ default is ``slurm-%A_%a.out``); :mod:`ddp_tui.remote.backends.stdio_paths` work
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from ddp_tui.remote.backends.hostlist import expand_hostlist
@@ -30,9 +34,11 @@ from ddp_tui.remote.backends.slurm.parsers import (
     to_int,
     tres_gpus,
 )
+from ddp_tui.remote.backends.slurm.usage_query import USAGE_FIELDS, accounting_of, job_key
 from ddp_tui.remote.backends.states import JobState, from_slurm
 from ddp_tui.remote.backends.stdio_paths import PatternValues, expand_stdio_path
 from ddp_tui.remote.backends.user_jobs import Since, UserJob
+from ddp_tui.reports.efficiency import efficiency_figures
 
 #: squeue ``--Format`` fields, the name last (it may hold anything, the separator too).
 USER_SQUEUE_FIELDS = (
@@ -57,7 +63,8 @@ USER_SQUEUE_FIELDS = (
     ("user", "UserName"),
     ("name", "Name"),
 )
-#: sacct fields of the window, the name last; :data:`SACCT_STDIO` goes before it from 24.05.
+#: sacct fields of each job of the window, the name last (:func:`sacct_fields` adds what it
+#: used, and :data:`SACCT_STDIO` from 24.05, before the name).
 USER_SACCT_FIELDS = (
     "JobID", "JobIDRaw", "State", "ExitCode", "ElapsedRaw", "TimelimitRaw", "NNodes",
     "NodeList", "Partition", "Reason", "AllocTRES", "ReqTRES", "WorkDir", "Submit", "Start",
@@ -90,18 +97,20 @@ def user_squeue_argv() -> list[str]:
 
 
 def sacct_fields(*, stdio: bool) -> tuple[str, ...]:
-    if not stdio:
-        return USER_SACCT_FIELDS
-    return (*USER_SACCT_FIELDS[:-1], *SACCT_STDIO, USER_SACCT_FIELDS[-1])
+    """The listing's sacct fields: each job's (:data:`USER_SACCT_FIELDS`) and those of
+    what it used (:data:`USAGE_FIELDS`), then :data:`SACCT_STDIO` where ``stdio``, the
+    name last (free text)."""
+    head = [*USER_SACCT_FIELDS[:-1]]
+    head += [f for f in USAGE_FIELDS[:-1] if f not in head]
+    return (*head, *(SACCT_STDIO if stdio else ()), USER_SACCT_FIELDS[-1])
 
 
 def user_sacct_argv(since: Since, *, stdio: bool = False) -> list[str]:
-    """The user's jobs (allocations, no steps) in any state since ``since``: sacct selects
-    a job that was eligible or running at any time in the window, so a job still running
-    that started before it is listed too."""
+    """The user's jobs in any state since ``since``, each with its steps: sacct selects a
+    job that was eligible or running at any time in the window, so a job still running that
+    started before it is listed too."""
     return [
         *tool_prefix("sacct"),
-        "--allocations",
         "--noheader",
         "--parsable2",
         f"--delimiter={SEP}",
@@ -198,17 +207,29 @@ def _with_first_node(values: PatternValues, node_list: str) -> PatternValues:
     return replace(values, node=first[0] if first else None)
 
 
-def parse_user_sacct(text: str, *, stdio: bool = False) -> list[UserJob]:
-    """Rows of :func:`user_sacct_argv`; a record of array tasks that never started
-    (``1234_[2-5]``) gives a row per task, a task's own record (``1234_3``) wins over it."""
-    names = sacct_fields(stdio=stdio)
+def parse_user_sacct(text: str, fields: Sequence[str] | None = None) -> list[UserJob]:
+    """Rows of :func:`user_sacct_argv`, one per job: its steps go into its efficiency (an
+    ended job's), never rows of their own. A record of array tasks that never started
+    (``1234_[2-5]``) gives a row per task, a task's own record (``1234_3``) wins over it.
+
+    ``fields``: the ``--format`` the answer was asked with (:func:`sacct_fields`'s by
+    default); one without the fields of what jobs used gives no efficiency."""
+    names = tuple(fields) if fields is not None else sacct_fields(stdio=False)
+    stdio = "StdOut" in names
+    usage = set(USAGE_FIELDS) <= set(names)
+    jobs: list[list[str]] = []
+    steps: dict[str, list[list[str]]] = {}
+    for rec in split_records(text, len(names)):
+        shown = rec[0].strip()  # JobID
+        if "." in shown:
+            steps.setdefault(job_key(shown), []).append(rec)
+        elif shown:
+            jobs.append(rec)
     own: dict[str, UserJob] = {}
     grouped: dict[str, UserJob] = {}
-    for rec in split_records(text, len(names)):
+    for rec in jobs:
         f = dict(zip(names, rec, strict=True))
         shown = f["JobID"].strip()
-        if not shown or "." in shown:
-            continue  # a step (never asked: --allocations)
         try:
             ids = expand_array_id(shown)
         except ValueError:
@@ -216,11 +237,24 @@ def parse_user_sacct(text: str, *, stdio: bool = False) -> list[UserJob]:
         collapsed = "[" in shown
         for job_id in ids:
             job = _sacct_job(f, job_id, collapsed=collapsed, stdio=stdio)
+            if usage and not collapsed and job.state.is_terminal:
+                job_steps = [dict(zip(names, r, strict=True)) for r in steps.get(shown, ())]
+                cpu, mem = _efficiency(f, job_steps)
+                job = replace(job, cpu_efficiency=cpu, mem_efficiency=mem)
             if collapsed:
                 grouped.setdefault(job_id, job)
             else:
                 own[job_id] = job
     return [*own.values(), *(j for k, j in grouped.items() if k not in own)]
+
+
+def _efficiency(
+    allocation: Mapping[str, str], steps: Sequence[Mapping[str, str]]
+) -> tuple[float | None, float | None]:
+    """An ended job's CPU and memory efficiency, from its allocation and steps as the
+    domain works them out (None: not measured)."""
+    figures = efficiency_figures(accounting_of(allocation, steps), ended=True)
+    return figures.cpu.value, figures.mem.value
 
 
 def _sacct_job(f: dict[str, str], job_id: str, *, collapsed: bool, stdio: bool) -> UserJob:

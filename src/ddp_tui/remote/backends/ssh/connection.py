@@ -379,6 +379,9 @@ class SSHExecutor(Executor):
     def rename(self, src: str, dst: str) -> None:
         self._files.rename(src, dst)
 
+    def symlink(self, target: str, link: str) -> None:
+        self._files.symlink(target, link)
+
     def remove_tree(self, path: str) -> None:
         self._files.remove_tree(path)
 

@@ -199,6 +199,12 @@ class Transfer:
         a, b = self._session.expand_home(src), self._session.expand_home(dst)
         self._session._sftp_call(f"renaming {a}", lambda sftp: sftp.posix_rename(a, b))
 
+    def symlink(self, target: str, link: str) -> None:
+        """SFTP's symlink. paramiko sends (target, link) in the order OpenSSH's server reads
+        them (the reverse of the draft's): a link made here points where it should."""
+        remote = self._session.expand_home(link)
+        self._session._sftp_call(f"linking {remote}", lambda sftp: sftp.symlink(target, remote))
+
     def remove_tree(self, path: str) -> None:
         session = self._session
         remote = session.expand_home(path).rstrip("/")
