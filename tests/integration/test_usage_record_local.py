@@ -18,7 +18,7 @@ from ddp_tui.remote.backends.local import LocalScheduler
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.store.runs import USAGE_FILE, RunStore
 from ddp_tui.reports.accounting import JobAccounting
-from ddp_tui.reports.efficiency import NO_FIGURE
+from ddp_tui.reports.efficiency_cells import NO_FIGURE
 from tests.integration.story import tiny_spec
 from tests.integration.test_cli import cli
 from tests.remote.local_env import wait_for

@@ -8,7 +8,7 @@ tests/integration/test_usage_slurm.py and tests/integration/test_user_jobs_slurm
 
 from __future__ import annotations
 
-from ddp_tui.reports.efficiency import NO_FIGURE, efficiency_text
+from ddp_tui.reports.efficiency_cells import NO_FIGURE, efficiency_text
 from ddp_tui.tui.job_sorting import sort_lines
 from ddp_tui.tui.jobs_table import COLUMNS, WIDE_ONLY
 from ddp_tui.tui.screens.jobs import JobsScreen, JobsTable

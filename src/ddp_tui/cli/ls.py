@@ -137,7 +137,7 @@ def run(cluster: Cluster, args: argparse.Namespace) -> int:
 
 def _print_foreign(every: AllJobs) -> None:
     """The jobs that are not ddp-tui's, under a title that says so."""
-    from ddp_tui.reports.efficiency import efficiency_text
+    from ddp_tui.reports.efficiency_cells import efficiency_text
     from ddp_tui.tui.formatting import duration
 
     if every.error:

@@ -496,23 +496,6 @@ def value_text(name: str, value: float | None) -> str:
     return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
 
 
-#: A table cell's text where a figure was not measured (never 0).
-NO_FIGURE: Final = "—"
-
-
-def share_text(value: float | None) -> str:
-    """A fraction as a table cell's percentage, ``45%``; :data:`NO_FIGURE` for None."""
-    return NO_FIGURE if value is None else f"{value * 100:.0f}%"
-
-
-def efficiency_text(cpu: float | None, mem: float | None) -> str:
-    """The one efficiency cell of Jobs and ``ls``: ``cpu 45% mem 30%``, each part
-    :data:`NO_FIGURE` where not measured; the whole cell that where neither was."""
-    if cpu is None and mem is None:
-        return NO_FIGURE
-    return f"cpu {share_text(cpu)} mem {share_text(mem)}"
-
-
 def report_rows(report: UsageReport) -> list[tuple[str, str, str]]:
     """(what, value, where from) for each figure, in :attr:`UsageReport.FIGURES` order."""
     rows = []

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 from ddp_tui.diagnosis.pending import pending_reason
 from ddp_tui.remote.backends.job_ids import job_id_sort_key
 from ddp_tui.remote.backends.states import JobState
-from ddp_tui.reports.efficiency import efficiency_text
+from ddp_tui.reports.efficiency_cells import efficiency_text
 from ddp_tui.reports.usage import device_hours
 from ddp_tui.tui.formatting import duration
 from ddp_tui.tui.job_groups import (

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from rich.text import Text
 
-from ddp_tui.reports.efficiency import share_text
+from ddp_tui.reports.efficiency_cells import share_text
 from ddp_tui.reports.outcomes import OUTCOME_COLUMNS, Outcomes, value_text
 from ddp_tui.tui.formatting import duration, metric_label, number, rate
 

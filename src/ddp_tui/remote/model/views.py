@@ -19,7 +19,7 @@ from ddp_tui.remote.model.events import NotifyEvent
 from ddp_tui.remote.model.verification import Check
 from ddp_tui.remote.store.run_damage import DAMAGED, Damage
 from ddp_tui.remote.store.tail import PlotSeries, plot_sample
-from ddp_tui.reports.efficiency import efficiency_text
+from ddp_tui.reports.efficiency_cells import efficiency_text
 from ddp_tui.spec import ExperimentSpec
 
 if TYPE_CHECKING:
