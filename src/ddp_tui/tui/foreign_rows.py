@@ -9,7 +9,6 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from ddp_tui.diagnosis.pending import pending_reason
 from ddp_tui.remote.backends.job_ids import job_id_sort_key
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.reports.efficiency_cells import efficiency_text
@@ -86,6 +85,9 @@ def job_gpu_hours(job: UserJob) -> float | None:
 def job_reason(job: UserJob) -> str:
     """Why it waits, in words; or why it ended, as the scheduler says."""
     if job.state is JobState.PENDING:
+        # Here, not at the top: the diagnosis package is not needed for the first frame.
+        from ddp_tui.diagnosis.pending import pending_reason
+
         return pending_reason(job.reason) if job.reason else ""
     return "" if job.reason in ("", "None") else job.reason
 

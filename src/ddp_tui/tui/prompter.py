@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from textual.screen import ModalScreen
 from textual.worker import NoActiveWorker, get_current_worker
 
-from ddp_tui.tui.modals import HostKeyModal, PromptField, PromptModal
-
 if TYPE_CHECKING:
     from textual.app import App
 
@@ -67,6 +65,9 @@ class TuiPrompter:
 
     def confirm_host_key(self, host: str, port: int, key_type: str, fingerprint: str) -> bool:
         """Trust an unknown host key? ``fingerprint`` is ``SHA256:...``."""
+        # The modals load with the first question, not before the app's first frame.
+        from ddp_tui.tui.modals import HostKeyModal
+
         where = host if port == 22 else f"[{host}]:{port}"
         answer = self._ask(HostKeyModal(where, key_type, fingerprint))
         if not answer:
@@ -75,6 +76,8 @@ class TuiPrompter:
 
     def ask_secret(self, title: str, prompt: str) -> str | None:
         """A password or key passphrase; ``None`` when the user cancels."""
+        from ddp_tui.tui.modals import PromptField, PromptModal
+
         answers = self._ask(PromptModal(title, "", [PromptField(prompt, echo=False)]))
         if answers is None:
             self.declined = True
@@ -87,6 +90,8 @@ class TuiPrompter:
         """Answers to a keyboard-interactive round (``(prompt, echo)`` pairs)."""
         if not prompts:
             return []
+        from ddp_tui.tui.modals import PromptField, PromptModal
+
         fields = [PromptField(text, echo) for text, echo in prompts]
         answers = self._ask(PromptModal(title, instructions, fields))
         if answers is None:
