@@ -85,6 +85,8 @@ def test_the_first_frame_waits_for_neither_the_spec_nor_the_cluster_layer() -> N
         if m.startswith(("ddp_tui.spec", "ddp_tui.remote.model.views", "ddp_tui.remote.cluster"))
         # The efficiency cells' wording, not the usage report's machinery (right-sizing...).
         or m in {"ddp_tui.reports.efficiency", "ddp_tui.reports.accounting"}
+        # Asked for with the first question, the first foreign row.
+        or m in {"ddp_tui.tui.modals", "ddp_tui.diagnosis"}
         or m in {"ddp_tui.cli.subcommands", "jinja2", "paramiko", "pandas"}
     )
     assert late == [], f"imported before the first frame: {late}"
