@@ -114,3 +114,20 @@ async def test_a_lists_every_job_enter_opens_one_and_c_cancels_it() -> None:
 
         await pilot.press("a")  # back to ddp-tui's runs only
         await wait_until(pilot, lambda: "job:1202" not in table.order, "runs only")
+
+
+async def test_an_ended_jobs_logs_are_read_once_more_then_no_longer_followed() -> None:
+    fake = FakeCluster(runs=sample_runs(), job_logs={"1150": ["last words"]})
+    app = fake_app(fake)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        (ended,) = [j for j in sample_user_jobs() if j.job_id == "1150"]
+        assert ended.state is JobState.COMPLETED
+        screen = JobScreen(ended)
+        await app.push_screen(screen)
+        await wait_until(pilot, lambda: not screen.following, "the follow to stop")
+        reads = [c for c in fake.calls if c[0] == "job_log"]
+        assert len(reads) == 2  # .out and .err once, on opening
+        screen._read_logs()  # what the interval would do: nothing more is asked
+        await pilot.pause()
+        assert [c for c in fake.calls if c[0] == "job_log"] == reads

@@ -104,6 +104,10 @@ class JobScreen(BaseScreen):
         self.paths: dict[str, str] = {}
         self._usage_asked = False
         self._why_asked = False
+        #: Whether the logs are still read every FOLLOW_INTERVAL: until one read after the
+        #: job is seen ended (what it wrote as it ended), then never again.
+        self.following = True
+        self._read_after_end = False
         #: The job's batch script, or why there is none (None: not answered yet).
         self.script: str | None = None
 
@@ -123,8 +127,8 @@ class JobScreen(BaseScreen):
 
     def on_mount(self) -> None:
         self.watch(self.app, "foreign", self._listing_changed, init=False)
+        self._follow_timer = self.set_interval(FOLLOW_INTERVAL, self._read_logs)
         self._read_logs()
-        self.set_interval(FOLLOW_INTERVAL, self._read_logs)
         self._on_state()
         job_id = self.job.job_id
         self.ask(
@@ -200,6 +204,12 @@ class JobScreen(BaseScreen):
     # -- logs ----------------------------------------------------------------------------
 
     def _read_logs(self) -> None:
+        if self.job.state.is_terminal:
+            if self._read_after_end:  # an ended job's logs do not grow: stop asking
+                self.following = False
+                self._follow_timer.stop()
+                return
+            self._read_after_end = True
         for stream, _, _ in _STREAMS:
             self.ask(
                 Request(
