@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the system packages the integration tests use: a real Slurm cluster
-# (tests/fixtures/slurm_cluster.py), a real OpenSSH server, and tmux.
+# (tests/fixtures/slurm_cluster.py), a real OpenSSH server, tmux, and podman for container jobs.
 # Idempotent: does nothing when everything is installed. Without root or apt-get it
 # installs nothing and says so; the tests that need these packages then skip.
 set -euo pipefail
@@ -11,6 +11,7 @@ PACKAGES=(
     openssh-server openssh-client passwd libpam-modules socat   # sshd tests: PAM users, ProxyCommand
     iproute2                              # ip netns / veth / bridge for the nodes
     tmux
+    podman runc   # container jobs (tests/fixtures/podman_image.py); runc: crun fails on a cgroup v1 hybrid
 )
 
 missing=()

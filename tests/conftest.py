@@ -15,6 +15,8 @@ pytest_plugins = [
     "tests.fixtures.sshd",
     # Finished runs made once per suite run, for the tests that only read them.
     "tests.fixtures.shared_runs",
+    # The podman image container jobs run in (imported once per suite run).
+    "tests.fixtures.podman_image",
     # The suite's own timing: durations file, per-test budget, groups across two workers.
     "tests.suite.durations",
     "tests.suite.budget",

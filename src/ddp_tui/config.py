@@ -19,6 +19,8 @@ this machine, with Slurm when ``sbatch`` is found and the embedded scheduler oth
     stall_after_min = 10             # a running job quiet this long is "stalled"; 0: never
     cancel_stalled = false           # true: cancel a stalled job instead of only marking it
     check_python = true              # before a submit: does the job's python have torch?
+    env_check_wait_sec = 120         # how long a plan waits for the environment check job
+                                     # (issue 36: venv/conda on Slurm, modules, containers)
     advisor_threshold = 0.8          # the scaling advice's efficiency floor, above 0 and at most 1
     local_state_dir = "~/.ddp-state" # the local scheduler's job files (default: under
                                      # $XDG_STATE_HOME, else ~/.local/state)
@@ -119,6 +121,9 @@ class Profile:
     # Before a submit, the job's python is checked for torch and torchvision once per
     # interpreter (remote/submit/prequeue.py); false: the user knows better, never check.
     check_python: bool = True
+    # The environment check (remote/submit/env_preflight.py) is a one-node job: a plan waits
+    # this long for its answer, then goes on with a warning (0: never wait).
+    env_check_wait_sec: float = 120.0
     # The local scheduler's state directory (job files, its lock); None: the default
     # under $XDG_STATE_HOME. A key of its own, so that an unwritable HOME can be avoided.
     local_state_dir: str | None = None
@@ -280,6 +285,19 @@ def _minutes(v: object) -> float:
     return float(v)
 
 
+def _wait_seconds(v: object) -> float:
+    # TOML has nan and inf: inf would hold every plan until the job answers.
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, int | float)
+        or not (math.isfinite(v) and 0 <= v <= MAX_POLL_INTERVAL_SEC)
+    ):
+        raise TypeError(
+            f"must be a number of seconds, at least 0 and at most {MAX_POLL_INTERVAL_SEC:g}"
+        )
+    return float(v)
+
+
 def _fraction(v: object) -> float:
     # TOML has nan and inf; neither is an efficiency.
     if (
@@ -347,6 +365,7 @@ _FIELDS: Final[dict[str, Callable[[object], Any]]] = {
     "stall_after_min": _minutes,
     "cancel_stalled": _bool,
     "check_python": _bool,
+    "env_check_wait_sec": _wait_seconds,
     "local_state_dir": _local_path,
     "advisor_threshold": _fraction,
     "notify_command": _str,

@@ -387,7 +387,7 @@ def test_parse_gpus(gres: str, gpus: int) -> None:
 
 def test_unlimited_partition_limits() -> None:
     row = SEP.join(["a1", "gpu*", "up", "idle", "64", "512000", "gpu:h100:8(S:0-1)"])
-    row += SEP + SEP.join(["UNLIMITED", "1-infinite"])
+    row += SEP + SEP.join(["UNLIMITED", "1-infinite", "(null)"])
     (node,) = slurm.parse_sinfo(row + "\n")
     assert (node.gpus, node.max_time_min, node.max_nodes, node.is_default) == (8, None, None, True)
 
@@ -538,7 +538,8 @@ def test_idle_nodes_count_only_nodes_a_new_job_could_start_on_now() -> None:
         ("a1", "off", "down", "idle"),  # a partition that is down starts nothing
     ]
     text = "".join(
-        SEP.join([*row, "64", "512000", "gpu:4", "UNLIMITED", "1-infinite"]) + "\n" for row in rows
+        SEP.join([*row, "64", "512000", "gpu:4", "UNLIMITED", "1-infinite", ""]) + "\n"
+        for row in rows
     )
     parts = {p.name: p for p in slurm.partitions_from_nodes(slurm.parse_sinfo(text))}
     assert (parts["gpu"].nodes, parts["gpu"].idle_nodes, parts["gpu"].gpus_per_node) == (6, 2, 4)

@@ -7,12 +7,14 @@ from textual.app import App, ComposeResult
 from textual.widgets import Checkbox, Input, Select, TextArea
 
 from ddp_tui.spec import FIELD_SECTIONS, FIELDS, ExperimentSpec, PartitionInfo
+from ddp_tui.spec.gpu_types import kinds_of_nodes
 from ddp_tui.tui.form import (
     CUSTOM,
     FORM_FIELDS,
     FORM_SECTIONS,
     field_widgets,
     form_from_spec,
+    gpu_type_options,
     partition_label,
 )
 
@@ -29,6 +31,7 @@ def test_every_spec_field_has_a_row_from_its_description() -> None:
     )
     assert kinds["requeue"] == "bool" and kinds["env_setup"] == "lines"
     assert kinds["partition"] == "partition" and kinds["time_limit"] == "text"
+    assert kinds["gpu_type"] == "gpu_type"
     # The model picker offers torchvision names beside the trainer's own models.
     assert FORM_FIELDS["model"].choices[:2] == FIELDS["model"].choices
     assert "resnet50" in FORM_FIELDS["model"].choices
@@ -65,3 +68,20 @@ async def test_widgets_hold_the_spec_values() -> None:
 def test_partition_label() -> None:
     info = PartitionInfo("debug", 3, 2, 8, 60, None, is_default=True)
     assert partition_label(info) == "debug*  3 nodes  2 GPU/node  60 min"
+
+
+def test_the_gpu_type_select_offers_the_chosen_partitions_types() -> None:
+    nodes = [("n1", "gpu:a100:2", ["a100"]), ("n2", "gpu:4", ["gpu_h100"])]
+    debug = PartitionInfo("debug", 2, 4, 8, 60, None, True, gpu_kinds=kinds_of_nodes(nodes))
+    small = PartitionInfo("small", 1, 2, 8, 10, 1, gpu_kinds=kinds_of_nodes(nodes[:1]))
+    untyped = PartitionInfo("cpu", 4, 0, 8, None, None)
+    parts = [debug, small, untyped]
+    assert gpu_type_options(parts, "") == [
+        ("any GPU type", ""),
+        ("A100 (a100, 1 node)", "a100"),
+        ("H100 80GB (gpu_h100, 1 node, feature)", "feature:gpu_h100"),
+        ("custom...", CUSTOM),
+    ]
+    assert gpu_type_options(parts, "small")[1:-1] == [("A100 (a100, 1 node)", "a100")]
+    assert gpu_type_options(parts, "cpu") == [("any GPU type", ""), ("custom...", CUSTOM)]
+    assert len(gpu_type_options(parts, "small,debug")) == 4  # each kind once

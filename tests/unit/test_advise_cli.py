@@ -26,6 +26,7 @@ from ddp_tui.remote.groups.advising import export_group, partition_size, read_st
 from ddp_tui.remote.groups.comparison import ADVICE_HEADING
 from ddp_tui.remote.store.runs import RunStore
 from ddp_tui.reports.results import RunData
+from ddp_tui.spec.gpu_types import kinds_of_nodes
 from ddp_tui.spec.partitions import PartitionInfo
 
 
@@ -115,6 +116,16 @@ def test_the_partition_size_is_its_gpus_on_gpus_and_its_cores_on_the_cpu() -> No
     assert partition_size({"partition": "nope", "device": "cuda"}, parts) is None
     assert partition_size({"partition": "cpu", "device": "cpu"}, parts) == 256
     assert partition_size({"partition": "", "device": "cuda"}, []) is None
+
+
+def test_a_gpu_type_sizes_the_partition_by_its_nodes_of_that_type() -> None:
+    nodes = [(f"a{i}", "gpu:a100:4", []) for i in range(6)] + [("h1", "gpu:h100:4", [])]
+    parts = [partition("gpu", nodes=7, gpus_per_node=4, gpu_kinds=kinds_of_nodes(nodes))]
+    assert partition_size({"partition": "gpu", "device": "cuda"}, parts) == 28
+    assert partition_size({"partition": "gpu", "device": "cuda", "gpu_type": "h100"}, parts) == 4
+    assert partition_size({"partition": "gpu", "device": "cuda", "gpu_type": "A100"}, parts) == 24
+    # A type the partition lacks: no size is known (the plan refuses it anyway).
+    assert partition_size({"partition": "gpu", "device": "cuda", "gpu_type": "v100"}, parts) is None
 
 
 def make_store(tmp_path: Path) -> RunStore:

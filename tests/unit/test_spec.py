@@ -77,6 +77,21 @@ def test_group_key_ignores_size_and_name_only() -> None:
     assert "nodes" not in base.group_fields() and "model" in base.group_fields()
 
 
+def test_fields_added_later_leave_the_group_key_as_it_was_until_set() -> None:
+    # The keys the release before the environment and GPU-type fields gave these specs
+    # (computed with it): runs keep their group in spec.json, so an identical run made now
+    # must still compare with them.
+    assert ExperimentSpec(name="a").group_key() == "5c20da8cddde385a"
+    assert ExperimentSpec(name="b", model="resnet18", nodes=2).group_key() == "87d44991a740dc08"
+    base = ExperimentSpec(name="a")
+    for changes in (
+        {"gpu_type": "a100"},
+        {"environment": "modules", "modules": ("torch/2.5",)},
+        {"environment": "container", "container_runtime": "pyxis", "container_image": "/i.sqsh"},
+    ):
+        assert base.replace(**changes).group_key() != base.group_key(), changes
+
+
 # --------------------------------------------------------------------------- validation
 
 #: field -> (a bad value, words the message must contain)
@@ -109,6 +124,8 @@ BAD: list[tuple[str, Any, str]] = [
     ("time_limit", "10:61:00", "minutes must be below 60"),
     ("time_limit", "400-00", "365 days"),
     ("constraint", "a100 ib", "node features"),
+    ("gpu_type", "h100;rm -rf", "a GPU type"),
+    ("gpu_type", " h100", "neither a space nor ':' at either end"),
     ("cpus_per_task", 0, "from 1 to 1024"),
     ("mem", "16GB", "16G"),
     ("mail_type", "END,BOGUS", "Slurm mail types, comma-separated, from NONE, BEGIN, END"),
@@ -180,6 +197,12 @@ BAD: list[tuple[str, Any, str]] = [
     ("metrics_columns", (("a", "x"), ("b", "x")), "mapped twice"),
     ("samples_per_epoch", 0, "from 1 to"),
     ("max_steps", 0, "from 1 to"),
+    ("environment", "docker", "python, venv, conda, modules, container"),
+    ("modules", ("cuda 12",), "module name"),
+    ("container_runtime", "docker", "empty or one of pyxis, apptainer, singularity, podman"),
+    ("container_image", "nvcr.io#nvidia/pytorch:24.05 -py3", "without spaces"),
+    ("container_mounts", ("data:/data",), "absolute path"),
+    ("container_mounts", ("/a:/b:rx",), "ro or rw"),
 ]
 
 

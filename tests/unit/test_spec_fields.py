@@ -63,9 +63,11 @@ def test_enum_descriptions_are_the_validators_lists() -> None:
     assert CLOSED == [
         "backend",
         "code_mode",
+        "container_runtime",
         "decode",
         "device",
         "entry",
+        "environment",
         "launcher",
         "lr_scaling",
         "observe",
@@ -85,9 +87,10 @@ def test_enum_descriptions_are_the_validators_lists() -> None:
 def test_a_value_off_the_list_is_refused_with_exactly_the_described_choices(name: str) -> None:
     errors = [e for e in validate(base_for(name).replace(**{name: "nope"})) if e.field == name]
     assert len(errors) == 1, errors
-    m = re.fullmatch(r"must be one of (.*), got 'nope'", errors[0].message)
+    m = re.fullmatch(r"must be (empty or )?one of (.*), got 'nope'", errors[0].message)
     assert m is not None, errors[0].message
-    assert tuple(m.group(1).split(", ")) == FIELDS[name].choices
+    empty = ("",) if m.group(1) else ()  # container_runtime: "" is no container
+    assert (*empty, *m.group(2).split(", ")) == FIELDS[name].choices
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ddp_tui.sbatch_templates import (
+    render_errors,
     render_preflight,
     render_training,
     script_launch_args,
@@ -128,6 +129,17 @@ STRATS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
         st.one_of(st.from_regex(r"\A[0-9]{1,4}([:-][0-9]{1,3}){0,3}\Z"), nasty, wrong_type),
     ),
     "constraint": (st.sampled_from(["", "a100&ib", "[r1*2&r2*2]"]), nasty),
+    # Any type needs device cuda, so a typed one is wild. A plain name (H100 80GB) is valid
+    # but renders only once a plan has found its raw type.
+    "gpu_type": (
+        st.just(""),
+        st.one_of(
+            st.sampled_from(
+                ["h100", "nvidia_a100_80gb_pcie", "feature:gpu_a100", "H100 80GB", "a:b"]
+            ),
+            nasty,
+        ),
+    ),
     "mail_type": (st.sampled_from(["", "END", "END,FAIL", "ALL", "TIME_LIMIT_90"]), nasty),
     "mail_user": (st.sampled_from(["", "me", "me@example.org"]), nasty),
     "cpus_per_task": (ints(1, 64), st.one_of(ints(-1, 2000), wrong_type)),
@@ -169,6 +181,21 @@ STRATS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
         ),
     ),
     "python": (st.sampled_from(["python3", "~/venv/bin/python"]), nasty),
+    # Valid draws keep today's environment (the fakes here are python3 and srun); another
+    # environment without its fields is wild (test_environment_templates runs containers).
+    "environment": (
+        st.just("python"),
+        st.one_of(st.sampled_from(["venv", "conda", "modules", "container"]), nasty),
+    ),
+    "modules": (st.just(()), st.one_of(st.lists(nasty, max_size=2).map(tuple), wrong_type)),
+    "container_runtime": (st.just(""), st.one_of(st.sampled_from(["pyxis", "podman"]), nasty)),
+    "container_image": (st.just(""), st.one_of(st.just("nvcr.io#nvidia/pytorch:24.05"), nasty)),
+    "container_mounts": (
+        st.just(()),
+        st.one_of(
+            st.lists(st.one_of(nasty, st.just("/d:/d:ro")), max_size=2).map(tuple), wrong_type
+        ),
+    ),
     "extra_sbatch": (
         st.lists(
             st.sampled_from(["--exclusive", "--mail-type=END,FAIL", "--comment=x"]), max_size=2
@@ -238,7 +265,7 @@ def check_script(script: str) -> None:
 
 
 def check_refused_or_renders(spec: ExperimentSpec) -> None:
-    errors = validate(spec)
+    errors = validate(spec) + render_errors(spec, RUN_DIR)
     event("refused" if errors else "rendered")
     if errors:
         assert all(e.field in FIELDS and e.message for e in errors), errors
@@ -267,6 +294,8 @@ RELATED: dict[str, set[str]] = {
     "dataset": {"task", "target", "data_root"},
     "synthetic_shape": {"model"},  # a flat shape that parses is wrong for an image model
     "device": {"backend", "precision"},
+    # another environment needs its own fields (its python, modules, a runtime and an image)
+    "environment": {"python", "modules", "container_runtime"},
 }
 
 
@@ -300,7 +329,7 @@ def test_valid_specs_run_and_hand_every_value_over_intact(
 ) -> None:
     # env_setup runs verbatim by design; the other fields must never execute anything.
     spec = spec.replace(env_setup=())
-    if validate(spec):
+    if validate(spec) or render_errors(spec, RUN_DIR):
         event("refused")
         return
     event(f"ran nodes>1={spec.nodes > 1} launcher={spec.launcher}")

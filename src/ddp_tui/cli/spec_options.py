@@ -67,7 +67,7 @@ def add_spec_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_python_check_options(parser: argparse.ArgumentParser) -> None:
-    """``--recheck-python`` and ``--skip-python-check``."""
+    """``--recheck-python``, ``--skip-python-check`` and ``--recheck-environment``."""
     parser.add_argument(
         "--recheck-python",
         action="store_true",
@@ -79,6 +79,12 @@ def add_python_check_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not check that the job's python has torch, when you know better (the "
         "profile's check_python = false does the same for every submit)",
+    )
+    parser.add_argument(
+        "--recheck-environment",
+        action="store_true",
+        help="detect again what the partition offers (container runtimes, module) and check "
+        "the environment again (both are remembered: a day, and once passed)",
     )
 
 
@@ -108,11 +114,14 @@ def spec_from_args(
 
 
 def recheck_python(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) -> None:
-    """With --recheck-python, forget the remembered check, so that the plan checks again."""
+    """With --recheck-python, forget the remembered check, so that the plan checks again;
+    with --recheck-environment, what was detected and the environment check too."""
     from ddp_tui.remote.submit.prequeue import PythonCheckCache, PythonKey
 
     if args.recheck_python:
         PythonCheckCache().forget(PythonKey.of(cluster.profile.name, cluster.location, spec))
+    if args.recheck_python or getattr(args, "recheck_environment", False):
+        cluster.recheck_environment(spec)
 
 
 def warn(plans: Sequence[SubmitPlan]) -> None:

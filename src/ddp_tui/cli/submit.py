@@ -103,7 +103,7 @@ def _submit(cluster: Cluster, args: argparse.Namespace, spec: ExperimentSpec) ->
     if args.dry_run:
         # No warnings here: a dry run is how a script is previewed where Slurm is not
         # installed, and there the skipped partition checks are the point, not news.
-        plan = cluster.plan(spec)
+        plan = cluster.plan(spec, dry_run=True)  # (no environment check job either)
         if not plan.ok:
             raise ValidationFailed(plan.errors)
         print(plan.script, end="")  # exactly the job.sbatch a submit of this plan writes

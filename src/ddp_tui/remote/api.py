@@ -21,6 +21,7 @@ from ddp_tui.remote.live.shells import ShellPlan
 from ddp_tui.remote.live.stacks import StacksTaken
 from ddp_tui.remote.model.views import Check, RunDetail, RunView, Snapshot
 from ddp_tui.remote.runs.user_jobs import LOG_BYTES, AllJobs, JobLog
+from ddp_tui.remote.submit.env_detect import DETECT_WAIT_SEC, Detection
 from ddp_tui.remote.submit.plan import SubmitPlan
 from ddp_tui.remote.submit.sweep_plan import SweepPlan
 from ddp_tui.resources import ResourceSummary
@@ -40,7 +41,12 @@ class SubmitAPI(Protocol):
     def default_spec(self) -> ExperimentSpec: ...
     def partitions(self) -> list[PartitionInfo]: ...
     def plan(
-        self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None
+        self,
+        spec: ExperimentSpec,
+        *,
+        kind: str = "train",
+        group: str | None = None,
+        dry_run: bool = False,
     ) -> SubmitPlan: ...
     def plan_sweep(
         self, spec: ExperimentSpec, sweep: Sweep, *, max_concurrent: int | None = None
@@ -48,6 +54,10 @@ class SubmitAPI(Protocol):
     def submit(self, plan: SubmitPlan) -> RunView: ...
     def submit_sweep(self, plan: SweepPlan) -> list[RunView]: ...
     def retry(self, run_id: str, *, seen: int | None = None) -> RunView: ...
+    def detect_environment(
+        self, partition: str, *, recheck: bool = False, wait_sec: float = DETECT_WAIT_SEC
+    ) -> Detection: ...
+    def recheck_environment(self, spec: ExperimentSpec) -> None: ...
 
 
 class RunsAPI(Protocol):

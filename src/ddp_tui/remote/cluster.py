@@ -164,6 +164,8 @@ class Cluster:
         self.submit = submits.submit
         self.submit_sweep = submits.submit_sweep
         self.retry = submits.retry
+        self.detect_environment = submits.detect_environment
+        self.recheck_environment = submits.recheck_environment
         # every run, and one run
         self.refresh = runs.refresh
         self.take_events = runs.take_events

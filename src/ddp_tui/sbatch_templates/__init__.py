@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import jinja2
 
+from ddp_tui.sbatch_templates.environment import environment_context
 from ddp_tui.spec import (
     FIELDS,
     ExperimentSpec,
@@ -27,6 +28,9 @@ from ddp_tui.spec import (
     parse_time_limit,
     validate,
 )
+from ddp_tui.spec.environments import clean_environment
+from ddp_tui.spec.gpu_types import render_error as gpu_type_render_error
+from ddp_tui.spec.gpu_types import split_gpu_type
 
 __all__ = [
     "PREFLIGHT_MAX_MINUTES",
@@ -34,6 +38,7 @@ __all__ = [
     "directive",
     "render_adopted",
     "render_array",
+    "render_errors",
     "render_preflight",
     "render_training",
     "resource_directives",
@@ -51,6 +56,9 @@ PROJECT_SUBDIR: Final = "project"
 
 #: A preflight only checks collectives; a short limit also lets it backfill sooner.
 PREFLIGHT_MAX_MINUTES: Final = 15
+
+#: A constraint of one feature, which needs no parentheses to be AND-ed with another.
+_WORD: Final = re.compile(r"[A-Za-z0-9_.-]+")
 
 # The run dir lands on #SBATCH --output/--error/--chdir lines, which cannot be quoted; '%' is
 # excluded because sbatch expands it in file name patterns.
@@ -87,11 +95,21 @@ _ENV.filters["shquote_home"] = shquote_home
 
 def _check(spec: ExperimentSpec, run_dir: str, *, checked: bool) -> None:
     # A submit plan has validated the spec already (once, with the cluster-aware checks);
-    # the run directory is still checked here, where it meets the #SBATCH lines.
+    # what meets the #SBATCH lines only here is still checked.
     errors = [] if checked else list(validate(spec))
-    errors += _run_dir_errors(run_dir)
+    errors += render_errors(spec, run_dir)
     if errors:
         raise SpecError(errors)
+
+
+def render_errors(spec: ExperimentSpec, run_dir: str) -> list[FieldError]:
+    """What rendering refuses beyond :func:`~ddp_tui.spec.validate`: a run directory that
+    cannot go on ``#SBATCH`` lines, and a GPU type by plain name (``H100 80GB``) that no
+    plan found among the cluster's partitions (a plan made without sinfo)."""
+    errors = _run_dir_errors(run_dir)
+    if spec.device == "cuda" and (problem := gpu_type_render_error(spec.gpu_type)):
+        errors.append(FieldError("gpu_type", problem))
+    return errors
 
 
 def _run_dir_errors(run_dir: str) -> list[FieldError]:
@@ -239,12 +257,24 @@ def sbatch_directives(
         "output": f"{run_dir}/slurm-%j.out",
         "time": format_time_limit(minutes),
     }
+    gres_type, feature = split_gpu_type(s.gpu_type) if s.device == "cuda" else ("", "")
     if s.device == "cuda":
-        opts["gres"] = f"gpu:{s.gpus_per_node}"
+        # A GRES type asks for its GPUs by name; a feature's kind keeps untyped GPUs and
+        # adds the feature to the constraint (README, "GPU types").
+        opts["gres"] = (
+            f"gpu:{gres_type}:{s.gpus_per_node}" if gres_type else f"gpu:{s.gpus_per_node}"
+        )
     for name in ("partition", "account", "qos", "constraint", "mem", "mail_type", "mail_user"):
         value = getattr(s, name)
         if value:  # only when set: a spec without them renders as before
             opts[name.replace("_", "-")] = value
+    if feature:
+        own = s.constraint
+        if own and not _WORD.fullmatch(own):
+            own = f"({own})"  # the user's own expression stays one term
+        opts["constraint"] = f"{own}&{feature}" if own else feature
+    if clean_environment(s):  # the python environment renders as before: no --export
+        opts["export"] = "NONE"
     if signal and s.signal_lead_sec > 0:
         # B: signals only the batch shell, which forwards SIGTERM to the launcher.
         opts["signal"] = f"B:USR2@{s.signal_lead_sec}"
@@ -304,6 +334,20 @@ def _context(
         "world_size": s.world_size,
         "ntasks": s.world_size if s.launcher == "srun" else s.nodes,
         "tasks_per_node": s.gpus_per_node if s.launcher == "srun" else 1,
+        **_launch_words(environment_context(s, run_dir, mode=mode)),
+    }
+
+
+def _launch_words(env: dict[str, Any]) -> dict[str, Any]:
+    """The environment's values (``environment.py``) and the words a container puts in
+    front of the launcher and of the flight recorder's version probe ("" without one)."""
+    container = env["container"]
+    lines = container.lines if container is not None else ()
+    probe = container.probe if container is not None else ()
+    return {
+        **env,
+        "launch_prefix": "".join(f"{line} \\\n    " for line in lines),
+        "fr_probe": "".join(f"{word} " for word in probe),
     }
 
 

@@ -82,8 +82,10 @@ def check_one_of(field: FieldSpec, value: object) -> list[FieldError]:
         )
     ):
         return []
-    listed = field.allowed if field.others else ", ".join(field.choices)
-    return [FieldError(field.name, f"must be one of {listed}, got {value!r}")]
+    listed = field.allowed if field.others else ", ".join(c for c in field.choices if c)
+    # A closed list whose first choice is "" (container_runtime: none) says so in words.
+    empty = "empty or " if "" in field.choices else ""
+    return [FieldError(field.name, f"must be {empty}one of {listed}, got {value!r}")]
 
 
 def check_pattern(field: FieldSpec, value: object) -> list[FieldError]:

@@ -16,8 +16,15 @@ from typing import Any, Final
 
 from ddp_tui.jobfiles import TELEMETRY_DEFAULT_SEC
 from ddp_tui.spec.convert import KIND_WORDS, is_int, json_type_ok
+from ddp_tui.spec.environments import (
+    CONTAINER_RUNTIMES,
+    ENVIRONMENTS,
+    MAX_MODULES,
+    MAX_MOUNTS,
+)
 from ddp_tui.spec.errors import FieldError, SpecError
 from ddp_tui.spec.fields import FieldSpec, describe, describe_fields
+from ddp_tui.spec.gpu_types import GPU_TYPE_PATTERN
 from ddp_tui.spec.timefmt import TIME_HELP
 from ddp_tui.spec.vocabulary import (
     BACKENDS,
@@ -368,6 +375,21 @@ class ExperimentSpec:
         pattern_words="a partition name (letters, digits, '_', '.', '-'; several joined by commas)",
         max_len=256,
     )
+    gpu_type: str = describe(
+        "",
+        SECTION_SLURM,
+        "GPU type",
+        "the GPU type to run on: as the cluster names it (h100, nvidia_a100_80gb_pcie, "
+        "feature:gpu_a100) or by a plain name (H100, A100 80GB), found in the partition's "
+        "types; any case",
+        empty="any GPU",
+        syntax="TYPE",
+        pattern=GPU_TYPE_PATTERN,
+        pattern_words="a GPU type: letters, digits, spaces and _ . : + -, neither a space nor "
+        "':' at either end",
+        max_len=64,
+        hint="e.g. h100 or A100 80GB; empty: any",
+    )
     account: str = describe(
         "",
         SECTION_SLURM,
@@ -599,6 +621,63 @@ class ExperimentSpec:
         required=True,
         hint="python3 or a venv's python",
     )
+    # the software environment the job runs in (spec/environments.py; README "Environments
+    # and containers")
+    environment: str = describe(
+        "python",
+        SECTION_ENV,
+        "Environment",
+        "what python runs in: python as given (with the setup lines); venv or conda, that "
+        "env of python activated in the job; modules, the modules loaded after module purge; "
+        "container, an image of container_runtime. All but python start from a clean "
+        "environment (--export=NONE): your shell's variables do not reach the job",
+        choices=ENVIRONMENTS,
+    )
+    modules: tuple[str, ...] = describe(
+        (),
+        SECTION_ENV,
+        "Modules",
+        f"modules loaded in order after module purge, e.g. cuda/12.4 pytorch/2.3 (at most "
+        f"{MAX_MODULES}); for environment modules, or a venv or conda env whose Python comes "
+        "from a module",
+        syntax="MODULE...",
+        check="modules",
+        max_len=256,
+        hint="e.g. cuda/12.4 pytorch/2.3",
+    )
+    container_runtime: str = describe(
+        "",
+        SECTION_ENV,
+        "Container runtime",
+        "what runs the image (environment container): pyxis (srun --container-image, Slurm "
+        "only), apptainer or singularity (exec --nv), podman (run --pid host)",
+        choices=CONTAINER_RUNTIMES,
+        empty="no container",
+    )
+    container_image: str = describe(
+        "",
+        SECTION_ENV,
+        "Container image",
+        "the image: for pyxis an enroot URI (nvcr.io#nvidia/pytorch:24.05-py3) or an absolute "
+        ".sqsh path; for apptainer an absolute .sif path, a sandbox directory or docker://...; "
+        "for podman an image name",
+        empty="none",
+        syntax="IMAGE",
+        check="container_image",
+        max_len=1024,
+        hint="e.g. nvcr.io#nvidia/pytorch:24.05-py3",
+    )
+    container_mounts: tuple[str, ...] = describe(
+        (),
+        SECTION_ENV,
+        "Container mounts",
+        f"more host paths in the container, SRC[:DST[:ro|rw]] each (at most {MAX_MOUNTS}); the "
+        "run directory, data root and project directory are mounted at their own paths always",
+        syntax="SRC[:DST[:ro]]...",
+        check="container_mounts",
+        max_len=4096,
+        hint="e.g. /scratch/data:/data:ro",
+    )
     extra_sbatch: tuple[str, ...] = describe(
         (),
         SECTION_ENV,
@@ -762,10 +841,14 @@ class ExperimentSpec:
         return cls(**kwargs)
 
     def group_fields(self) -> dict[str, Any]:
-        """The spec without its size and label: what must match for runs to compare."""
+        """The spec without its size and label: what must match for runs to compare. A
+        field of :data:`KEYED_WHEN_SET` at its default is left out too."""
         d = self.to_dict()
         for name in (*SCALE_FIELDS, *LABEL_FIELDS):
             d.pop(name)
+        for name in KEYED_WHEN_SET:
+            if getattr(self, name) == FIELDS[name].default:
+                d.pop(name)
         return d
 
     def group_key(self) -> str:
@@ -778,6 +861,13 @@ class ExperimentSpec:
 FIELDS: Final[Mapping[str, FieldSpec]] = describe_fields(ExperimentSpec)
 #: Fields that set the size of a run; runs that differ only in these compare as one group.
 SCALE_FIELDS: Final = tuple(name for name, f in FIELDS.items() if f.scale)
+#: Fields added after runs were made: at their default they leave the group key as it was, so
+#: a run made before them and an identical one made after still compare as one group (each
+#: run's group is recorded in its spec.json when it is submitted).
+KEYED_WHEN_SET: Final = (
+    "environment", "modules", "container_runtime", "container_image", "container_mounts",
+    "gpu_type",
+)  # fmt: skip
 #: The list fields, which JSON and forms may give as lists (and env tables as mappings).
 _LIST_FIELDS: Final = tuple(name for name, f in FIELDS.items() if f.kind == "strlist")
 _ENV_FIELDS: Final = tuple(name for name, f in FIELDS.items() if f.kind == "env")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ddp_tui.spec.gpu_types import GpuKind
+
 
 @dataclass(frozen=True)
 class PartitionInfo:
@@ -21,3 +23,6 @@ class PartitionInfo:
     states: tuple[str, ...] = field(default_factory=tuple)
     #: Nodes free for a new job right now, as the scheduler last said (None: unknown).
     idle_nodes: int | None = None
+    #: The GPU types its nodes have (GRES types, else features naming a model), each with
+    #: its node count; empty where every GPU is untyped (``spec/gpu_types.py``).
+    gpu_kinds: tuple[GpuKind, ...] = ()

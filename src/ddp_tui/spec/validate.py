@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from ddp_tui.spec.checks import GENERIC_CHECKS, Check
+from ddp_tui.spec.environments import ENVIRONMENT_CHECKS, ENVIRONMENT_RULES
 from ddp_tui.spec.errors import FieldError
 from ddp_tui.spec.experiment import FIELDS, ExperimentSpec
 from ddp_tui.spec.field_checks import FIELD_CHECKS
@@ -24,7 +25,7 @@ from ddp_tui.spec.vocabulary import (
 )
 
 #: Every check a description can name.
-CHECKS: Final[Mapping[str, Check]] = {**GENERIC_CHECKS, **FIELD_CHECKS}
+CHECKS: Final[Mapping[str, Check]] = {**GENERIC_CHECKS, **FIELD_CHECKS, **ENVIRONMENT_CHECKS}
 
 
 class _Passed:
@@ -157,6 +158,12 @@ def _nccl_needs_cuda(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     return None
 
 
+def _gpu_type_needs_cuda(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
+    if ok("gpu_type", "device") and s.gpu_type and s.device == "cpu":
+        return FieldError("gpu_type", "a GPU type needs device cuda")
+    return None
+
+
 @_trainer_only
 def _trainer_needs_epochs(s: ExperimentSpec, ok: _Passed) -> FieldError | None:
     # Only a script may have none (an iteration loop): the trainer trains by epochs.
@@ -233,11 +240,13 @@ CROSS_FIELD_RULES: Final[tuple[Callable[[ExperimentSpec, _Passed], FieldError | 
     _no_classes_in_regression,
     _model_takes_the_samples,
     _nccl_needs_cuda,
+    _gpu_type_needs_cuda,
     _trainer_needs_epochs,
     _warmup_below_epochs,
     _fp16_needs_cuda,
     _gpu_decode_needs_an_image_folder,
     _signal_lead_within_time_limit,
+    *ENVIRONMENT_RULES,
 )
 
 

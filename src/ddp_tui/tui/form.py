@@ -10,7 +10,7 @@ the description's hint. The partition's options come from the cluster, not the d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 #: The picker value that shows the free-text box beside it.
 CUSTOM: Final = "__custom__"
+CUSTOM_OPTION: Final = ("custom...", CUSTOM)
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class FieldDef:
 
     name: str
     label: str
-    kind: str  # "text" | "choice" | "picker" | "bool" | "lines" | "partition"
+    kind: str  # "text" | "choice" | "picker" | "bool" | "lines" | "partition" | "gpu_type"
     hint: str = ""
     #: What a choice or picker offers (a picker also offers "custom...").
     choices: tuple[str, ...] = ()
@@ -45,6 +46,8 @@ def field_def(spec: FieldSpec) -> FieldDef:
     """The form field of one spec field, from its description."""
     if spec.name == "partition":
         kind = "partition"  # the cluster's partitions, known only once connected
+    elif spec.name == "gpu_type":
+        kind = "gpu_type"  # the chosen partition's GPU types, known only once connected
     elif spec.kind == "bool":
         kind = "bool"
     elif spec.lines:
@@ -105,6 +108,31 @@ def errors_by_field(errors: Iterable[FieldError]) -> dict[str, list[str]]:
     return found
 
 
+def runtime_options(
+    choices: Sequence[str], found: Collection[str] | None, partition: str
+) -> list[tuple[str, str]]:
+    """The container runtime select's options. With what was detected on ``partition``
+    (``found``: the runtimes there), the found ones come first and the others are marked
+    ``not found on P``, still choosable (a plan then says why it is refused); undetected
+    (None), the choices as described."""
+    if found is None:
+        return [(choice, choice) for choice in choices]
+    where = partition or "the default partition"
+    first = [(c, c) for c in choices if not c or c in found]
+    rest = [(f"{c} (not found on {where})", c) for c in choices if c and c not in found]
+    return first + rest
+
+
+def gpu_type_options(partitions: Sequence[PartitionInfo], chosen: str) -> list[tuple[str, str]]:
+    """The GPU type select's options: any, then the types of the chosen partitions (the
+    default one when none is), each as ``H100 80GB (h100, 16 nodes)`` for its raw type, then
+    custom (a raw type or plain name typed, resolved by the plan)."""
+    names = [n for n in chosen.split(",") if n]
+    places = [p for p in partitions if (p.name in names if names else p.is_default)]
+    kinds = {k.request: k.label for p in places for k in p.gpu_kinds}
+    return [("any GPU type", ""), *((label, req) for req, label in kinds.items()), CUSTOM_OPTION]
+
+
 def partition_label(info: PartitionInfo) -> str:
     """``debug*  3 nodes  2 GPU/node  60 min``: the limits Compose checks against."""
     limit = "no time limit" if info.max_time_min is None else f"{info.max_time_min} min"
@@ -141,6 +169,20 @@ def field_widgets(
                 value if custom else "", placeholder=field.hint, id=f"c-{field.name}", compact=True
             )
             custom_input.display = custom
+            yield custom_input
+    elif field.kind == "gpu_type":
+        # The chosen partition's types are filled in by Compose (gpu_type_options); until
+        # then a type given is shown as typed.
+        with Vertical(classes="picker"):
+            yield Select(
+                [("any GPU type", ""), CUSTOM_OPTION],
+                value=CUSTOM if value else "",
+                allow_blank=False,
+                id=wid,
+                compact=True,
+            )
+            custom_input = Input(value, placeholder=field.hint, id=f"c-{field.name}", compact=True)
+            custom_input.display = bool(value)
             yield custom_input
     elif field.kind == "partition":
         options = [("(cluster default)", "")]

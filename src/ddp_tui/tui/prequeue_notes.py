@@ -27,6 +27,9 @@ class CheckedPreview(PreviewReady):
 
     python: PythonRecord | None = None
     where: str = ""
+    #: The container runtimes detected on the spec's partition (None: not detected, or
+    #: older than a day; :mod:`ddp_tui.remote.submit.env_detect`).
+    runtimes: tuple[str, ...] | None = None
 
 
 def partition_note(partitions: Sequence[PartitionInfo], chosen: str) -> str:

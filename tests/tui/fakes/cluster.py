@@ -110,6 +110,8 @@ class FakeCluster:
     submit = _On("submits", FakeSubmits.submit)
     submit_sweep = _On("submits", FakeSubmits.submit_sweep)
     retry = _On("submits", FakeSubmits.retry)
+    detect_environment = _On("submits", FakeSubmits.detect_environment)
+    recheck_environment = _On("submits", FakeSubmits.recheck_environment)
     # every run, and one run
     refresh = _On("runs_service", FakeRuns.refresh)
     follow = _On("runs_service", FakeRuns.follow)

@@ -20,6 +20,7 @@ from ddp_tui.remote.live.shells import ShellPlan
 from ddp_tui.remote.live.stacks import StacksTaken
 from ddp_tui.remote.model.views import Check, Progress, RunDetail, RunView, Snapshot
 from ddp_tui.remote.submit import sweep_plan
+from ddp_tui.remote.submit.env_detect import DETECT_WAIT_SEC, Detection
 from ddp_tui.remote.submit.plan import (
     SubmitPlan,
     ValidationFailed,
@@ -81,7 +82,12 @@ class FakeSubmits:
         return list(PARTITIONS)
 
     def plan(
-        self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None
+        self,
+        spec: ExperimentSpec,
+        *,
+        kind: str = "train",
+        group: str | None = None,
+        dry_run: bool = False,
     ) -> SubmitPlan:
         spec, group = plan_spec(spec, kind, group)
         errors = spec_errors(spec, "slurm", PARTITIONS)
@@ -125,6 +131,16 @@ class FakeSubmits:
     def retry(self, run_id: str, *, seen: int | None = None) -> RunView:
         self.state.calls.append(("retry", run_id))
         return self.state.run(run_id)
+
+    def detect_environment(
+        self, partition: str, *, recheck: bool = False, wait_sec: float = DETECT_WAIT_SEC
+    ) -> Detection:
+        # FAKE: no probe job runs here (tests/remote/test_env_detect.py runs real ones).
+        self.state.calls.append(("detect_environment", partition))
+        return Detection(partition, problem="FAKE: not detected in the snapshot tests")
+
+    def recheck_environment(self, spec: ExperimentSpec) -> None:
+        self.state.calls.append(("recheck_environment", spec))
 
 
 @dataclass(eq=False)

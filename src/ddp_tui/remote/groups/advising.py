@@ -18,6 +18,7 @@ from ddp_tui.remote.observe.followers import MetricsCache, TelemetryCache, catch
 from ddp_tui.remote.store.runs import PREFLIGHT_FILE, RunInfo, RunStore, spec_nodes
 from ddp_tui.remote.store.tail import JsonLinesReader
 from ddp_tui.reports.results import RunData
+from ddp_tui.spec.gpu_types import GpuKind, resolve_gpu_type
 from ddp_tui.spec.partitions import PartitionInfo
 
 #: The efficiency the advice keeps to when neither ``--threshold`` nor the profile says.
@@ -62,9 +63,14 @@ def _partition_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def _same_place(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether two specs ran on the same partition (the default one when empty) and device:
-    a gloo CPU preflight says nothing about NCCL on the GPUs."""
-    return _partition_names(a) == _partition_names(b) and a.get("device") == b.get("device")
+    """Whether two specs ran on the same partition (the default one when empty), device and
+    GPU type: a gloo CPU preflight says nothing about NCCL on the GPUs, nor one on the
+    partition's A100 nodes about its H100 ones."""
+    return (
+        _partition_names(a) == _partition_names(b)
+        and a.get("device") == b.get("device")
+        and a.get("gpu_type", "") == b.get("gpu_type", "")
+    )
 
 
 def fabric_samples(
@@ -91,10 +97,10 @@ def fabric_samples(
 def partition_size(spec: Mapping[str, Any], partitions: Sequence[PartitionInfo]) -> int | None:
     """The most processes the group's partition holds (None: unknown).
 
-    On GPUs it is the partition's nodes times its GPUs per node; for a CPU run its cores (a
-    node takes more processes than it has cores, but they then share them, which no
-    measured run showed). An empty partition is the cluster's default one; of several, the
-    largest counts."""
+    On GPUs it is the partition's nodes times its GPUs per node, only the nodes of the spec's
+    GPU type where it has one; for a CPU run its cores (a node takes more processes than it
+    has cores, but they then share them, which no measured run showed). An empty partition
+    is the cluster's default one; of several, the largest counts."""
     names = _partition_names(spec)
     chosen = (
         [p for p in partitions if p.name in names]
@@ -104,9 +110,14 @@ def partition_size(spec: Mapping[str, Any], partitions: Sequence[PartitionInfo])
     if not chosen:
         return None
     cpu = spec.get("device") == "cpu"
+    gpu_type = spec.get("gpu_type")
 
     def processes(p: PartitionInfo) -> int:
-        nodes = p.nodes if p.max_nodes is None else min(p.nodes, p.max_nodes)
+        nodes = p.nodes
+        if not cpu and isinstance(gpu_type, str) and gpu_type:
+            kind = resolve_gpu_type(gpu_type, p.gpu_kinds)
+            nodes = kind.nodes if isinstance(kind, GpuKind) and kind.nodes else 0
+        nodes = nodes if p.max_nodes is None else min(nodes, p.max_nodes)
         return nodes * (p.cpus_per_node if cpu else p.gpus_per_node)
 
     size = max(processes(p) for p in chosen)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ddp_tui.diagnosis import Diagnosis
 from ddp_tui.remote.backends.executor import Batch, ExecutorError, ReadResult
 from ddp_tui.remote.backends.scheduler import JobStatus
+from ddp_tui.remote.live.containers import stop_run_containers
 from ddp_tui.remote.model.events import NotifyEvent
 from ddp_tui.remote.model.view_building import latest_job_id
 from ddp_tui.remote.model.views import Check, RunDetail, RunView, Snapshot
@@ -218,5 +219,8 @@ class RunsService:
 
     def cancel(self, run_id: str) -> list[str]:
         """Cancel every live job of the run (recorded in ``jobs.jsonl`` or not); returns
-        their ids. The run directory stays as it is."""
-        return cancel_run(self.scheduler, self.store, self.info(run_id).ref)
+        their ids. The run directory stays as it is. A podman run's containers on Slurm are
+        stopped first: scancel alone would leave them running (remote/live/containers.py)."""
+        info = self.info(run_id)
+        stop_run_containers(self.executor, self.scheduler, self.store, info)
+        return cancel_run(self.scheduler, self.store, info.ref)

@@ -15,6 +15,8 @@ from ddp_tui.remote.backends.executor import Executor, ExecutorError
 from ddp_tui.remote.backends.scheduler import PartitionInfo, Scheduler, SchedulerError
 from ddp_tui.remote.backends.scheduler_facts import SchedulerFacts
 from ddp_tui.remote.store.runs import RunStore, new_run_id
+from ddp_tui.remote.submit.env_detect import EnvDetector
+from ddp_tui.remote.submit.env_preflight import EnvPreflight, environment_checks
 from ddp_tui.remote.submit.plan import (
     SubmitPlan,
     local_cpus,
@@ -25,6 +27,8 @@ from ddp_tui.remote.submit.plan import (
 from ddp_tui.remote.submit.prequeue import prequeue_errors
 from ddp_tui.remote.submit.scripts import prepare_script
 from ddp_tui.spec import ExperimentSpec
+from ddp_tui.spec.cluster_fit import with_gpu_type_resolved
+from ddp_tui.spec.environments import environment_issues
 
 #: A user's script's own fields: while one is wrong, the script is not looked for.
 SCRIPT_FIELDS = frozenset({"script", "project_dir", "code_mode", "snapshot_max_mb"})
@@ -49,13 +53,24 @@ class Planner:
         self.facts = facts
         self.profile = profile
         self.location = location
+        self.detector = EnvDetector(
+            executor, scheduler, runs_root=store.root, profile=profile, where=location
+        )
+        self.env_preflight = EnvPreflight(
+            executor, scheduler, runs_root=store.root, profile=profile, where=location
+        )
 
     def plan(
-        self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None
+        self,
+        spec: ExperimentSpec,
+        *,
+        kind: str = "train",
+        group: str | None = None,
+        dry_run: bool = False,
     ) -> SubmitPlan:
         """What submitting ``spec`` will do. ``kind="preflight"`` plans a collective test
-        of the same shape."""
-        spec, group = plan_spec(spec, kind, group)
+        of the same shape. ``dry_run``: a plan that is only shown sends no job to check the
+        environment."""
         warnings: list[str] = []
         try:
             parts: list[PartitionInfo] | None = self.facts.partitions()
@@ -66,15 +81,32 @@ class Planner:
                     "partition, GPUs per node and time limit were not checked against the "
                     f"cluster: sinfo did not answer ({' '.join(str(exc).split())})"
                 )
+        if self.scheduler.name == "slurm" and parts:
+            # The GPU type as the cluster names it (Slurm's are case-sensitive: it refuses
+            # H100 for h100), before the group is named, so that both ask for one group.
+            spec = with_gpu_type_resolved(spec, parts)
+        spec, group = plan_spec(spec, kind, group)
         if self.scheduler.name == "local" and parts:
             # After the group is named: a clamped run compares with the spec as it was asked.
             spec, clamped = local_cpus(spec, parts[0].cpus_per_node)
             warnings += clamped
         errors = spec_errors(spec, self.scheduler.name, parts)
+        # The environment's pitfalls (spec/environments.py): refused or warned here, before a
+        # job waits in the queue to meet them.
+        env_errors, env_warnings = environment_issues(spec, scheduler=self.scheduler.name)
+        errors += env_errors
+        warnings += env_warnings
         if parts is not None:
             errors += prequeue_errors(
                 self.executor, spec, self.profile, where=self.location, kind=kind, known=errors
             )
+            # What the partition offers, and the one-node environment check job
+            # (remote/submit/env_preflight.py): after the login node's checks, before a queue.
+            env = environment_checks(
+                self.detector, self.env_preflight, spec, known=errors, send=not dry_run
+            )
+            errors += env.errors
+            warnings += env.warnings
         snapshot = None
         wrong = {e.field for e in errors}
         if kind == "train" and spec.entry == "script" and not wrong & SCRIPT_FIELDS:

@@ -16,17 +16,15 @@ success, until a re-check). See docs/architecture.md, "Submit".
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ddp_tui.remote.backends.executor import CommandTimeout, Executor, ExecutorError
+from ddp_tui.remote.submit.state_file import StateFile, state_path
 from ddp_tui.sbatch_templates import shquote, shquote_home
 from ddp_tui.spec import BUILTIN_DATASETS, ExperimentSpec, FieldError
 
@@ -87,42 +85,19 @@ class PythonRecord:
 
 def default_cache_path() -> Path:
     """``$XDG_STATE_HOME/ddp-tui/python-checks.json``, beside the local scheduler's state."""
-    from ddp_tui.remote.backends.local.store import default_state_dir
-
-    return default_state_dir().parent / CACHE_FILE
+    return state_path(CACHE_FILE)
 
 
-class PythonCheckCache:
+class PythonCheckCache(StateFile):
     """Remembered checks in one small JSON file; every call reads it afresh, so that two
     processes (the app and the CLI) see each other's answers. Never raises on a missing or
-    damaged file: a check not remembered simply runs again."""
+    damaged file: a check not remembered simply runs again (:mod:`.state_file`)."""
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path if path is not None else default_cache_path()
-
-    def _load(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def _save(self, data: dict[str, Any]) -> None:
-        # Atomic: a reader in another process sees the old file or the new one.
-        with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(data, fh, indent=1, sort_keys=True)
-                os.replace(tmp, self.path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+        super().__init__(path if path is not None else default_cache_path())
 
     def get(self, key: PythonKey) -> PythonRecord | None:
-        entry = self._load().get(key.text())
+        entry = self.load().get(key.text())
         if not isinstance(entry, dict):
             return None
         versions, at = entry.get("versions"), entry.get("checked_at")
@@ -136,7 +111,7 @@ class PythonCheckCache:
     def put(self, key: PythonKey, versions: str, modules: Sequence[str] = ()) -> None:
         """Remember that ``key`` found ``modules`` (or, with :data:`OVERRIDDEN`, that the
         user overrode the check)."""
-        data = self._load()
+        data = self.load()
         data[key.text()] = {
             "modules": list(modules),
             "profile": key.profile,
@@ -146,22 +121,23 @@ class PythonCheckCache:
             "versions": versions,
             "checked_at": time.time(),
         }
-        self._save(data)
+        self.save(data)
 
     def override(self, key: PythonKey) -> None:
         self.put(key, OVERRIDDEN)
 
     def forget(self, key: PythonKey) -> None:
         """Drop what is remembered for ``key``: its next plan checks again."""
-        data = self._load()
+        data = self.load()
         if data.pop(key.text(), None) is not None:
-            self._save(data)
+            self.save(data)
 
 
 def is_check_error(error: FieldError) -> bool:
     """Whether ``error`` came from the Python check (one a user may override), not from the
     spec's own rules."""
-    return error.field in ("python", "env_setup") and CHECK_FAILED in error.message
+    fields = ("python", "env_setup", "modules", "container_image")  # (env_preflight's too)
+    return error.field in fields and CHECK_FAILED in error.message
 
 
 def switch_python_check(
@@ -266,6 +242,10 @@ def prequeue_errors(
     key = PythonKey.of(profile.name, where, spec)
     modules = _modules(spec, kind)
     if not profile.check_python or wrong & {"python", "env_setup"}:
+        modules = ()
+    if spec.environment in ("modules", "container"):
+        # Its python exists only on the node, after module load or inside the image: the
+        # environment check job answers for it (env_preflight.py), not the login node.
         modules = ()
     if modules and recheck:
         cache.forget(key)

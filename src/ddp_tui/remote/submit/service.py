@@ -10,6 +10,7 @@ from ddp_tui.remote.backends.scheduler import PartitionInfo
 from ddp_tui.remote.model.views import RunView
 from ddp_tui.remote.store.runs import RunInfo, RunRef
 from ddp_tui.remote.submit.array_submit import submit_sweep
+from ddp_tui.remote.submit.env_detect import DETECT_WAIT_SEC, Detection
 from ddp_tui.remote.submit.plan import SubmitPlan
 from ddp_tui.remote.submit.planning import Planner
 from ddp_tui.remote.submit.submission import RECOVER_SUBMIT_SEC, create_planned_run, submit_attempt
@@ -52,15 +53,35 @@ class SubmitService:
         """sinfo's partitions, cached for the session (they rarely change)."""
         return self.facts.partitions()
 
+    def detect_environment(
+        self, partition: str, *, recheck: bool = False, wait_sec: float = DETECT_WAIT_SEC
+    ) -> Detection:
+        """What ``partition`` offers a job's environment (container runtimes, ``module``,
+        GPUs; :mod:`.env_detect`): remembered for a day, else found by a probe job, waited
+        for at most ``wait_sec``; ``recheck`` forgets what is remembered first."""
+        return self.planner.detector.detect(partition, recheck=recheck, wait_sec=wait_sec)
+
+    def recheck_environment(self, spec: ExperimentSpec) -> None:
+        """Forget what was detected on ``spec``'s partition and its environment check: the
+        next plan finds both out again (``--recheck-environment``)."""
+        self.planner.detector.forget(spec.partition)
+        self.planner.env_preflight.forget(spec)
+
     def validate(self, spec: ExperimentSpec) -> list[FieldError]:
         """The errors a plan of ``spec`` would have (none: it can be submitted)."""
         return list(self.plan(spec).errors)
 
     def plan(
-        self, spec: ExperimentSpec, *, kind: str = "train", group: str | None = None
+        self,
+        spec: ExperimentSpec,
+        *,
+        kind: str = "train",
+        group: str | None = None,
+        dry_run: bool = False,
     ) -> SubmitPlan:
-        """What submitting ``spec`` will do (:class:`~.planning.Planner`)."""
-        return self.planner.plan(spec, kind=kind, group=group)
+        """What submitting ``spec`` will do (:class:`~.planning.Planner`); ``dry_run``
+        sends no job to find out about the environment (what is remembered still counts)."""
+        return self.planner.plan(spec, kind=kind, group=group, dry_run=dry_run)
 
     def plan_sweep(
         self, spec: ExperimentSpec, sweep: Sweep, *, max_concurrent: int | None = None

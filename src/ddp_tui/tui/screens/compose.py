@@ -16,6 +16,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Select, Static, TextArea
 
+from ddp_tui.remote.submit.env_detect import DetectCache, DetectKey
 from ddp_tui.remote.submit.plan import SubmitPlan, ValidationFailed
 from ddp_tui.remote.submit.prequeue import (
     PythonCheckCache,
@@ -32,6 +33,8 @@ from ddp_tui.tui.form import (
     errors_by_field,
     field_widgets,
     form_from_spec,
+    gpu_type_options,
+    runtime_options,
 )
 from ddp_tui.tui.form import FORM_FIELDS as FIELDS
 from ddp_tui.tui.header import StatusHeader
@@ -51,6 +54,11 @@ if TYPE_CHECKING:
     from ddp_tui.remote.api import ClusterAPI
     from ddp_tui.remote.model.views import RunView
     from ddp_tui.spec import PartitionInfo, Sweep
+
+
+#: A preview's plan, the Python check's record, where it ran, and the container runtimes
+#: detected on the spec's partition (None: not detected).
+_Planned = tuple[SubmitPlan, "PythonRecord | None", str, "tuple[str, ...] | None"]
 
 
 class ComposeScreen(BaseScreen):
@@ -125,6 +133,7 @@ class ComposeScreen(BaseScreen):
         self.query_one("#f-name", Input).focus()
         self.show_entry(self.initial.entry)
         self.show_partition_info()
+        self.show_gpu_types()
         self.schedule_preview(0.0)
 
     def show_entry(self, entry: str) -> None:
@@ -205,7 +214,7 @@ class ComposeScreen(BaseScreen):
     def _field_changed(self, event: Any) -> None:
         if isinstance(event, Select.Changed):
             name = (event.select.id or "").removeprefix("f-")
-            if name in FIELDS and FIELDS[name].kind == "picker":
+            if name in FIELDS and FIELDS[name].kind in ("picker", "gpu_type"):
                 self.query_one(f"#c-{name}", Input).display = event.value == CUSTOM
             if name == "entry" and str(event.value) != self.entry_shown:
                 self.show_entry(str(event.value))
@@ -213,11 +222,28 @@ class ComposeScreen(BaseScreen):
                 epochs.value = epochs_for_entry(str(event.value), epochs.value)
             if name == "partition":
                 self.show_partition_info()
+                self.show_gpu_types()
         if isinstance(event, Checkbox.Changed) and event.checkbox.id == "skip-python-check":
             self._skip_python = event.value  # applied with the next plan, on the I/O owner
             self.schedule_preview(0.0)
             return
         self.schedule_preview()
+
+    def show_gpu_types(self) -> None:
+        """Offer the chosen partition's GPU types (:func:`~ddp_tui.tui.form.gpu_type_options`),
+        keeping the type given: one the partition lacks stays, as typed, for the plan to
+        refuse by name."""
+        select = self.query_one("#f-gpu_type", Select)
+        custom = self.query_one("#c-gpu_type", Input)
+        given = custom.value if select.value == CUSTOM else str(select.value or "")
+        options = gpu_type_options(self.partitions, self.form_values()["partition"])
+        offered = given in {value for _, value in options}
+        # Offering what exists is not the user's change: no new preview for it.
+        with select.prevent(Select.Changed), custom.prevent(Input.Changed):
+            select.set_options(options)
+            select.value = given if offered else CUSTOM
+            custom.value = "" if offered else given
+        custom.display = not offered
 
     def show_partition_info(self) -> None:
         """Idle nodes and GPUs per node of the chosen partition (see :func:`partition_note`)."""
@@ -225,6 +251,23 @@ class ComposeScreen(BaseScreen):
         label = self.query_one("#partition-info", Static)
         label.update(Text(note))
         label.display = bool(note)
+
+    def show_runtimes(self, found: tuple[str, ...] | None, partition: str) -> None:
+        """The container runtime select with what the partition was detected to offer:
+        found ones first, the others marked (:func:`~ddp_tui.tui.form.runtime_options`)."""
+        choices = FIELDS["container_runtime"].choices
+        options = runtime_options(choices, found, partition)
+        if options == (self._runtime_options or runtime_options(choices, None, partition)):
+            return  # as shown already (at first: as described)
+        select = self.query_one("#f-container_runtime", Select)
+        self._runtime_options = options
+        value = select.value
+        with select.prevent(Select.Changed):  # showing what exists is not the user's change
+            select.set_options(options)
+            select.value = value
+
+    #: The container runtime select's options as last shown (None: as described).
+    _runtime_options: list[tuple[str, str]] | None = None
 
     # -- the Python check -----------------------------------------------------
 
@@ -288,17 +331,25 @@ class ComposeScreen(BaseScreen):
         self._recheck_python, self._skip_python = False, None
         profile = self._profile_name()
 
-        def plan(cluster: ClusterAPI) -> tuple[SubmitPlan, PythonRecord | None, str]:
+        def plan(cluster: ClusterAPI) -> _Planned:
             key = PythonKey.of(profile, cluster.location, spec)
             switch_python_check(key, recheck=recheck, skip=skip)
-            return cluster.plan(spec), PythonCheckCache().get(key), cluster.location
+            if recheck:
+                cluster.recheck_environment(spec)
+            planned = cluster.plan(spec)
+            # After the plan, which may have detected them: what the partition offers.
+            found = DetectCache().get(DetectKey(profile, cluster.location, spec.partition))
+            runtimes = None if found is None else found.found_runtimes
+            return planned, PythonCheckCache().get(key), cluster.location, runtimes
 
-        def reply(answer: tuple[SubmitPlan, PythonRecord | None, str]) -> PreviewReady:
-            plan, record, where = answer
-            if not errors:
-                return CheckedPreview(seq, plan, plan.errors, asked, python=record, where=where)
-            merged = merge_errors(errors, plan.errors)
-            return CheckedPreview(seq, None, merged, asked, python=record, where=where)
+        def reply(answer: _Planned) -> PreviewReady:
+            plan, record, where, runtimes = answer
+            shown, errs = (
+                (plan, plan.errors) if not errors else (None, merge_errors(errors, plan.errors))
+            )
+            return CheckedPreview(
+                seq, shown, errs, asked, python=record, where=where, runtimes=runtimes
+            )
 
         # A newer preview replaces a queued one, but not one that carries a switch.
         switched = recheck or skip is not None
@@ -313,6 +364,8 @@ class ComposeScreen(BaseScreen):
         self._plan, self._plan_form = (plan, message.form) if plan is not None else (None, None)
         self.show_errors(message.errors)
         self.query_one(PythonCheckNote).show(message)
+        if isinstance(message, CheckedPreview):
+            self.show_runtimes(message.runtimes, message.form.get("partition", ""))
         if plan is not None and plan.warnings and plan.ok:
             summary = Text("Ready to submit (ctrl+s).", style="green")
             summary.append("".join(f"\n{w}" for w in plan.warnings), style="yellow")

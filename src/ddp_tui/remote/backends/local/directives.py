@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import socket
+from collections.abc import Mapping
 
 from ddp_tui.remote.backends.job_ids import task_ranges
 from ddp_tui.remote.backends.scheduler import SchedulerError
@@ -56,6 +57,22 @@ def sbatch_options(script: str) -> dict[str, str]:
                     i += 1
                 opts[_SHORT_OPTS[tok[:2]]] = value
     return opts
+
+
+#: What a job submitted with ``--export=NONE`` keeps of the submitting process's environment:
+#: what a login gives (Slurm loads the user's login environment in its place). Nothing else of
+#: the app's shell (a VIRTUAL_ENV, a conda env, a PYTHONPATH) may change the job.
+EXPORT_NONE_KEEP = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "SHELL", "TMPDIR"})
+
+
+def exported_environment(options: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``environ`` a job of these ``#SBATCH`` ``options`` starts with: all of it
+    (sbatch's default, ``--export=ALL``), or with ``--export=NONE`` (or ``NIL``) only
+    :data:`EXPORT_NONE_KEEP` and the locale (``LC_*``). Any other ``--export`` value is taken
+    as ALL, as before."""
+    if options.get("export", "ALL").strip().upper() not in ("NONE", "NIL"):
+        return dict(environ)
+    return {k: v for k, v in environ.items() if k in EXPORT_NONE_KEEP or k.startswith("LC_")}
 
 
 def requested_nodes(script: str) -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ddp_tui.remote.backends.local.client import LocalScheduler
-from ddp_tui.remote.backends.local.directives import sbatch_options
+from ddp_tui.remote.backends.local.directives import exported_environment, sbatch_options
 from ddp_tui.remote.backends.local.processes import (
     process_start,
     restore_python_path,
@@ -98,9 +98,15 @@ _STOP = _Stopper()
 
 
 def job_env(job: LocalJob) -> dict[str, str]:
-    """The job's environment: this process's, with Slurm's variables for a one-node job."""
+    """The job's environment: this process's (only a login's few with ``#SBATCH
+    --export=NONE``, as Slurm gives), with Slurm's variables for a one-node job."""
+    try:
+        script = Path(job.script).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        script = ""  # bash reports the missing script
+    exported = exported_environment(sbatch_options(script), os.environ)
     # Variables of an enclosing Slurm allocation would mislead the job.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env = {k: v for k, v in exported.items() if not k.startswith("SLURM_")}
     host = socket.gethostname()
     env.update(
         SLURM_JOB_ID=job.job_id,

@@ -89,6 +89,8 @@ SINFO_FIELDS = (
     ("gres", "%G"),
     ("time_limit", "%l"),
     ("job_size", "%s"),
+    # The node's features, where a cluster may name its GPU types (``gpu_a100``).
+    ("features", "%f"),
 )
 #: The human-readable accounting summary saved as ``sacct.txt``.
 ACCOUNTING_FORMAT = (

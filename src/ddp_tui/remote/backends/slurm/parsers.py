@@ -27,6 +27,7 @@ from ddp_tui.remote.backends.scheduler import (
 )
 from ddp_tui.remote.backends.slurm.commands import SACCT_FIELDS, SEP, SINFO_FIELDS, SQUEUE_FIELDS
 from ddp_tui.remote.backends.states import from_slurm
+from ddp_tui.spec.gpu_types import gres_gpus, kinds_of_nodes
 
 _UNAVAILABLE = re.compile(
     r"Unable to contact slurm controller|Socket timed out|Connection refused|"
@@ -55,6 +56,7 @@ class NodeInfo:
     gres: str
     max_time_min: int | None
     max_nodes: int | None
+    features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -303,14 +305,7 @@ def parse_sacct(text: str, only: Collection[str] | None = None) -> dict[str, Job
 
 def parse_gpus(gres: str) -> int:
     """GPUs in a GRES string such as ``gpu:2``, ``gpu:a100:4(S:0-1),gpu:v100:2`` or ``(null)``."""
-    total = 0
-    for item in re.sub(r"\([^)]*\)", "", gres).split(","):
-        parts = item.strip().split(":")
-        if parts[0] != "gpu" or len(parts) < 2:
-            continue
-        count = parts[-1].split("(")[0]
-        total += int(count) if count.isdigit() else (1 if len(parts) == 2 else 0)
-    return total
+    return sum(count for _, count in gres_gpus(gres))
 
 
 def parse_sinfo(text: str) -> list[NodeInfo]:
@@ -336,6 +331,7 @@ def parse_sinfo(text: str) -> list[NodeInfo]:
                 gres=field_text(f["gres"]),
                 max_time_min=_limit_minutes(f["time_limit"]),
                 max_nodes=int(size) if size.isdigit() else None,
+                features=tuple(f for f in field_text(f["features"]).split(",") if f),
             )
         )
     return nodes
@@ -371,6 +367,7 @@ def partitions_from_nodes(nodes: Iterable[NodeInfo]) -> list[PartitionInfo]:
                 is_default=first.is_default,
                 states=tuple(sorted({m.state for m in members})),
                 idle_nodes=len({m.name for m in members if _is_idle(m)}),
+                gpu_kinds=kinds_of_nodes((m.name, m.gres, m.features) for m in members),
             )
         )
     return sorted(parts, key=lambda p: (not p.is_default, p.name))
