@@ -1,5 +1,5 @@
 """The words that run a job's launcher in a container, per runtime, as the job script holds
-them (README "Environments and containers"; the sources are issue 36's design, section 2).
+them (README "Environments and containers").
 
 What holds for every runtime:
 

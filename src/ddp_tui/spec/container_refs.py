@@ -2,7 +2,7 @@
 image as a file only when it starts with ``/`` or ``.`` (its args.c), enroot separates a
 registry with ``#``, apptainer reads a path or a URI with a scheme, podman a name; a mount is
 ``SRC[:DST[:ro|rw]]`` with absolute paths, since ``,`` and ``:`` separate the runtimes' own
-lists (issue 36's design, section 2, has the sources). Pure.
+lists (their documented syntax: README "Environments and containers"). Pure.
 """
 
 from __future__ import annotations

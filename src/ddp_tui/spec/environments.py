@@ -1,6 +1,6 @@
 """Software environments and containers: the words a spec names them in, the checks and
 cross-field rules of those fields, and the pitfalls refused or warned before a job waits in
-the queue (README "Environments and containers"; the design with its sources is issue 36's).
+the queue (README "Environments and containers", which names the upstream issues).
 Image references and mounts, read as each runtime reads them, are ``container_refs``'s.
 
 Pure: nothing here reads a file or runs a command. What only the cluster knows (a venv's base
@@ -159,7 +159,7 @@ def _home(path: str) -> bool:
     return path == "~" or path.startswith("~/") or path.startswith("/home/")
 
 
-# -- the pitfalls, refused or warned before the queue (issue 36, design 3.8) --------------------
+# -- the pitfalls, refused or warned before the queue ------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -502,11 +502,11 @@ ENVIRONMENT_FIELDS: Final = (
 def environment_issues(
     spec: ExperimentSpec, *, scheduler: str, facts: InterpreterFacts | None = None
 ) -> tuple[list[FieldError], list[str]]:
-    """The pitfalls of ``spec``'s environment (issue 36, design 3.8): the errors that would
-    waste a queue wait, each naming its field and the fix, and the warnings that do not stop
-    a submit. ``scheduler``: ``slurm``, ``local``, or "" when not known (its rules skipped).
-    A spec whose environment fields fail their own checks gets none: those errors come first
-    (``validate``)."""
+    """The pitfalls of ``spec``'s environment (README "Environments and containers"): the
+    errors that would waste a queue wait, each naming its field and the fix, and the warnings
+    that do not stop a submit. ``scheduler``: ``slurm``, ``local``, or "" when not known (its
+    rules skipped). A spec whose environment fields fail their own checks gets none: those
+    errors come first (``validate``)."""
     errors: list[FieldError] = []
     warnings: list[str] = []
     from ddp_tui.spec.validate import field_errors  # the per-field pass; validate imports us

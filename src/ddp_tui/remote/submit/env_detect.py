@@ -18,7 +18,7 @@ What was found is remembered in ``$XDG_STATE_HOME/ddp-tui/environments.json``, k
 atomically, a damaged file is "not detected"). A plan whose container runtime (or
 ``modules`` without a ``module`` command) was detected absent on its partition is refused,
 naming what was found and when; one never detected gets only a note. See
-docs/architecture.md, "Submit", and issue 36's design, 3.6.
+docs/architecture.md, "Submit", and the README's "Environments and containers".
 """
 
 from __future__ import annotations
