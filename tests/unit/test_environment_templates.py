@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ddp_tui.cli import main
+from ddp_tui.remote.backends.local import LocalScheduler
+from ddp_tui.remote.backends.local.store import default_state_dir
 from ddp_tui.sbatch_templates import render_training, sbatch_directives
 from ddp_tui.sbatch_templates.container import apptainer_args, mount_words, pyxis_args
 from ddp_tui.spec import ExperimentSpec, SpecError, validate
@@ -468,6 +470,21 @@ def test_dry_run_refuses_a_pitfall_naming_the_fix(capsys: pytest.CaptureFixture[
     assert main([*local, "--environment", "container", "--container-runtime", "pyxis",
                  "--container-image", NGC]) == 2  # fmt: skip
     assert "container_runtime: pyxis runs only inside srun" in capsys.readouterr().err
+
+
+def test_a_dry_run_sends_no_environment_check_job_a_sweeps_neither(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """environment modules on the local scheduler wants a check job before a real submit; a
+    dry run, of one run or of a sweep, only prints."""
+    local = ["--scheduler", "local", "submit", "--dry-run", "--python", sys.executable,
+             "--device", "cpu", "--environment", "modules", "--modules", "torch/2.5"]  # fmt: skip
+    assert main(local) == 0
+    assert main([*local, "--sweep", "lr=0.1,0.2"]) == 0
+    assert "#SBATCH --export=NONE" in capsys.readouterr().out
+    state = default_state_dir()
+    jobs = LocalScheduler.from_state_dir(state).list_jobs() if state.exists() else []
+    assert jobs == []
 
 
 # --------------------------------------------------------------------------- any value, safely

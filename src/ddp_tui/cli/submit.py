@@ -148,7 +148,8 @@ def _submit_sweep(
             )
     except SpecError as exc:
         raise ValidationFailed(exc.errors) from None
-    plan = cluster.plan_sweep(spec, sweep, max_concurrent=args.max_concurrent)
+    # A dry run sends nothing: not even an environment check job.
+    plan = cluster.plan_sweep(spec, sweep, max_concurrent=args.max_concurrent, dry_run=args.dry_run)
     if args.dry_run:
         if not plan.ok:
             raise ValidationFailed(plan.errors)

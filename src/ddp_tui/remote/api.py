@@ -49,7 +49,12 @@ class SubmitAPI(Protocol):
         dry_run: bool = False,
     ) -> SubmitPlan: ...
     def plan_sweep(
-        self, spec: ExperimentSpec, sweep: Sweep, *, max_concurrent: int | None = None
+        self,
+        spec: ExperimentSpec,
+        sweep: Sweep,
+        *,
+        max_concurrent: int | None = None,
+        dry_run: bool = False,
     ) -> SweepPlan: ...
     def submit(self, plan: SubmitPlan) -> RunView: ...
     def submit_sweep(self, plan: SweepPlan) -> list[RunView]: ...

@@ -96,7 +96,12 @@ class FakeSubmits:
         return make_plan(spec, kind, group, errors, run_id=run_id, run_dir=run_dir)
 
     def plan_sweep(
-        self, spec: ExperimentSpec, sweep: Sweep, *, max_concurrent: int | None = None
+        self,
+        spec: ExperimentSpec,
+        sweep: Sweep,
+        *,
+        max_concurrent: int | None = None,
+        dry_run: bool = False,
     ) -> sweep_plan.SweepPlan:
         self.state.calls.append(("sweep", (spec, sweep, max_concurrent)))
         return sweep_plan.plan_sweep(

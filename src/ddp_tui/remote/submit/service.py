@@ -84,12 +84,18 @@ class SubmitService:
         return self.planner.plan(spec, kind=kind, group=group, dry_run=dry_run)
 
     def plan_sweep(
-        self, spec: ExperimentSpec, sweep: Sweep, *, max_concurrent: int | None = None
+        self,
+        spec: ExperimentSpec,
+        sweep: Sweep,
+        *,
+        max_concurrent: int | None = None,
+        dry_run: bool = False,
     ) -> SweepPlan:
         """Every member of ``sweep`` over ``spec`` planned as a single submit, one group,
-        and the job arrays they go in (:mod:`ddp_tui.remote.submit.sweep_plan`)."""
+        and the job arrays they go in (:mod:`ddp_tui.remote.submit.sweep_plan`); ``dry_run``
+        as :meth:`plan`."""
         return plan_sweep(
-            lambda member, group: self.plan(member, group=group),
+            lambda member, group: self.plan(member, group=group, dry_run=dry_run),
             spec,
             sweep,
             scheduler=self.scheduler.name,
