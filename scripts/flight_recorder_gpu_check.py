@@ -27,6 +27,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -68,10 +69,26 @@ def record_and_dump(backend: str, prefix: str, store: str) -> bytes:
         time.sleep(1.0)
         raw: bytes = c10d._dump_nccl_trace()
     else:
-        raw = c10d._dump_fr_trace()
+        raw = dump_when_retired(c10d._dump_fr_trace)
     Path(prefix + "0").write_bytes(raw)
     dist.destroy_process_group()
     return raw
+
+
+def dump_when_retired(dump: Callable[[], bytes], timeout: float = 10.0) -> bytes:
+    """The recorder's dump once every all_reduce in it is retired. gloo retires a call from
+    its own thread after the call has returned, so a dump taken at once can hold the last one
+    still "scheduled" (seen on a loaded machine: a hang where there is none). Bounded: after
+    ``timeout`` the dump is taken as it is, and the check says what it found."""
+    from ddp_tui.diagnosis.flight_recorder import load_dump
+
+    deadline = time.monotonic() + timeout
+    while True:
+        raw = dump()
+        entries = load_dump(raw, rank=0, name="retired?").entries
+        if all(e.done for e in entries if e.op == "all_reduce") or time.monotonic() > deadline:
+            return raw
+        time.sleep(0.05)
 
 
 def check(raw: bytes, name: str) -> dict[str, Any]:
