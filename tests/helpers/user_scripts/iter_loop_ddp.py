@@ -16,8 +16,9 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.distributed import destroy_process_group, init_process_group
+from torch.distributed import init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
+from toy_task import end
 
 # -- configuration: defaults, then --key=value overrides (nanoGPT's configurator idiom) ------
 max_iters = 60
@@ -117,4 +118,6 @@ while True:
     iter_num += 1
 
 if ddp:
-    destroy_process_group()
+    # Where nanoGPT calls destroy_process_group(): gloo's teardown aborts one run in three
+    # under torch 2.15 (toy_task.end says how), which made a finished run FAILED.
+    end()
