@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 
 from ddp_tui.config import Profile
+from ddp_tui.remote.backends.executor import LocalExecutor
+from ddp_tui.remote.backends.local import LocalScheduler
 from ddp_tui.remote.cluster import Cluster
+from ddp_tui.remote.store.runs import RunStore
 
 
 @pytest.fixture
@@ -23,4 +26,24 @@ def slurm_facade(slurm_cluster: Any, tmp_path: Path) -> Iterator[Cluster]:
     for v in c.refresh().runs:
         if v.state.is_active:
             c.cancel(v.run_id)
+    c.close()
+
+
+@pytest.fixture
+def local_jobs_facade(tmp_path: Path) -> Iterator[Cluster]:
+    """The facade on a local scheduler of the test's own, where jobs are also sent by hand;
+    every job still alive after the test, ddp-tui's or not, is cancelled."""
+    executor = LocalExecutor()
+    scheduler = LocalScheduler(str(tmp_path / "state"), max_running=4, cancel_grace_sec=5.0)
+    c = Cluster(
+        executor,
+        scheduler,
+        RunStore(executor, str(tmp_path / "runs")),
+        profile=Profile(scheduler="local", check_python=False),
+        location="local scheduler",
+    )
+    yield c
+    for job in scheduler.list_jobs():
+        if not job.state.is_terminal:
+            scheduler.cancel(job.job_id)
     c.close()

@@ -7,20 +7,15 @@ real processes; the job is held running by a file that exists until the test can
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ddp_tui.cli.entry import main
-from ddp_tui.config import Profile
-from ddp_tui.remote.backends.executor import LocalExecutor
-from ddp_tui.remote.backends.local import LocalScheduler
 from ddp_tui.remote.backends.scheduler import SchedulerError
 from ddp_tui.remote.backends.states import JobState
 from ddp_tui.remote.backends.user_jobs import UserJob, parse_since
 from ddp_tui.remote.cluster import Cluster
-from ddp_tui.remote.store.runs import RunStore
 from tests.integration.story import tiny_spec
 from tests.integration.test_cli import cli
 from tests.remote.local_env import wait_for
@@ -35,21 +30,8 @@ while [ -e hold ]; do sleep 0.05; done
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    executor = LocalExecutor()
-    scheduler = LocalScheduler(str(tmp_path / "state"), max_running=4, cancel_grace_sec=5.0)
-    c = Cluster(
-        executor,
-        scheduler,
-        RunStore(executor, str(tmp_path / "runs")),
-        profile=Profile(scheduler="local", check_python=False),
-        location="local scheduler",
-    )
-    yield c
-    for job in scheduler.list_jobs():
-        if not job.state.is_terminal:
-            scheduler.cancel(job.job_id)
-    c.close()
+def cluster(local_jobs_facade: Cluster) -> Cluster:
+    return local_jobs_facade
 
 
 def _foreign(cluster: Cluster, job_id: str) -> UserJob | None:
