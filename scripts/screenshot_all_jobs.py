@@ -23,6 +23,7 @@ from screenshot_common import (  # noqa: E402
     local_cluster,
     out_dir,
     scratch,
+    small_mlp_spec,
     wait_ended,
 )
 
@@ -46,25 +47,9 @@ def _queue(root: Path) -> str:
     CPU), then the jobs by hand; returns the running job's id."""
     from ddp_tui.remote.backends.local import LocalScheduler
     from ddp_tui.remote.backends.local.store import default_state_dir
-    from ddp_tui.spec import ExperimentSpec
 
     cluster = local_cluster(root)
-    spec = ExperimentSpec(
-        name="mlp-baseline",
-        model="mlp",
-        dataset="synthetic",
-        synthetic_samples=2048,
-        synthetic_val_samples=512,
-        synthetic_shape="1,8,8",
-        num_classes=4,
-        device="cpu",
-        backend="gloo",
-        cpus_per_task=1,
-        epochs=3,
-        schedule="none",
-        workers=0,
-        python=sys.executable,
-    )
+    spec = small_mlp_spec("mlp-baseline", epochs=3)
     run = cluster.submit(cluster.plan(spec))
     wait_ended(cluster, [run.run_id], "the ddp-tui run", timeout=300)
     cluster.close()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ddp_tui.remote.cluster import Cluster
+    from ddp_tui.spec import ExperimentSpec
     from ddp_tui.tui.app import DdpTuiApp
 
 SIZE = (132, 38)
@@ -63,3 +64,26 @@ def wait_ended(cluster: Cluster, run_ids: Iterable[str], what: str, timeout: flo
             return
         time.sleep(2)
     raise SystemExit(f"{what} did not finish in {timeout / 60:.0f} minutes")
+
+
+def small_mlp_spec(name: str, epochs: int) -> ExperimentSpec:
+    """The real trainer at its smallest: an MLP on synthetic 8x8 images, on the CPU, with
+    this interpreter (seconds per run on 2 cores)."""
+    from ddp_tui.spec import ExperimentSpec
+
+    return ExperimentSpec(
+        name=name,
+        model="mlp",
+        dataset="synthetic",
+        synthetic_samples=2048,
+        synthetic_val_samples=512,
+        synthetic_shape="1,8,8",
+        num_classes=4,
+        device="cpu",
+        backend="gloo",
+        cpus_per_task=1,
+        epochs=epochs,
+        schedule="none",
+        workers=0,
+        python=sys.executable,
+    )

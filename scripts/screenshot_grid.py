@@ -25,28 +25,15 @@ SIZE = (132, 38)  # the other screenshots' size (scripts/screenshots.py)
 
 
 def _run_grid(root: Path, epochs: int) -> None:
+    from screenshot_common import small_mlp_spec
+
     from ddp_tui.config import Profile
     from ddp_tui.remote.cluster import Cluster
-    from ddp_tui.spec import ExperimentSpec, sweep_from_options
+    from ddp_tui.spec import sweep_from_options
 
     profile = Profile(scheduler="local", runs_root=str(root / "runs"), local_max_concurrent=2)
     cluster = Cluster.open(profile)
-    spec = ExperimentSpec(
-        name="grid",
-        model="mlp",
-        dataset="synthetic",
-        synthetic_samples=2048,
-        synthetic_val_samples=512,
-        synthetic_shape="1,8,8",
-        num_classes=4,
-        device="cpu",
-        backend="gloo",
-        cpus_per_task=1,
-        epochs=epochs,
-        schedule="none",
-        workers=0,
-        python=sys.executable,
-    )
+    spec = small_mlp_spec("grid", epochs)
     sweep = sweep_from_options(["lr=0.3,0.03,0.003", "batch_per_gpu=32,128"])
     views = cluster.submit_sweep(cluster.plan_sweep(spec, sweep, max_concurrent=2))
     ids = {v.run_id for v in views}
