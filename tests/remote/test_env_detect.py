@@ -11,14 +11,13 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ddp_tui.config import Profile
-from ddp_tui.remote.backends.executor import CommandResult, LocalExecutor
+from ddp_tui.remote.backends.executor import LocalExecutor
 from ddp_tui.remote.backends.local import LocalScheduler
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.store.runs import RunStore
@@ -36,30 +35,11 @@ from ddp_tui.remote.submit.env_detect import (
     version_of,
 )
 from ddp_tui.spec import ExperimentSpec
+from tests.helpers.counting_executor import CountingExecutor
 
 DATA = Path(__file__).parent / "data"
 WHERE = "local scheduler"
 EXE = shutil.which("ddp-tui", path=os.path.dirname(sys.executable)) or "ddp-tui"
-
-
-class CountingExecutor(LocalExecutor):
-    """The real local executor, counting the commands it runs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.commands: list[tuple[str, ...]] = []
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float = 60.0,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        stdin: bytes | None = None,
-    ) -> CommandResult:
-        self.commands.append(tuple(argv))
-        return super().run(argv, timeout=timeout, env=env, cwd=cwd, stdin=stdin)
 
 
 def _detector(tmp_path: Path, ex: LocalExecutor | None = None) -> EnvDetector:

@@ -9,14 +9,13 @@ import importlib.metadata
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ddp_tui.config import Profile
-from ddp_tui.remote.backends.executor import CommandResult, LocalExecutor
 from ddp_tui.remote.backends.local import LocalScheduler
 from ddp_tui.remote.cluster import Cluster
 from ddp_tui.remote.store.runs import RunStore
@@ -28,27 +27,9 @@ from ddp_tui.remote.submit.prequeue import (
     prequeue_errors,
 )
 from ddp_tui.spec import ExperimentSpec, FieldError
+from tests.helpers.counting_executor import CountingExecutor
 
 WHERE = "local scheduler"
-
-
-class CountingExecutor(LocalExecutor):
-    """The real local executor, counting the commands it runs."""
-
-    def __init__(self) -> None:
-        self.commands: list[tuple[str, ...]] = []
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float = 60.0,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        stdin: bytes | None = None,
-    ) -> CommandResult:
-        self.commands.append(tuple(argv))
-        return super().run(argv, timeout=timeout, env=env, cwd=cwd, stdin=stdin)
 
 
 @pytest.fixture(scope="module")
